@@ -1,0 +1,386 @@
+"""The bookie process: stores ledger entries for brokers (DESIGN §4).
+
+Adds arrive on a stream, many entries per request. Each request is checked
+whole (digests, master key, fence) before anything of it is queued, so a bad
+request changes nothing; accepted requests go to the group committer and
+are answered, in order, once their group is synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+from prometheus_client import Counter, Histogram
+
+from bookie.settings import BookieSettings
+from bookie.storage import EntryStore, GroupCommitter, LedgerState, encode_value, entry_key
+from metastore.client import MetastoreClient, MetastoreError, Session
+from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
+from protos.digest import entry_digest
+from protos.errors import error
+
+log = logging.getLogger("bookie")
+
+ADDS = Counter("magnetar_bookie_add_entries", "Entries added")
+ADD_BYTES = Counter("magnetar_bookie_add_bytes", "Payload bytes added")
+READS = Counter("magnetar_bookie_read_entries", "Entries read")
+ADD_LATENCY = Histogram(
+    "magnetar_bookie_add_latency_seconds",
+    "Add request latency, queueing to sync",
+    buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1.0),
+)
+
+
+class _RequestError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BookieService(bookie_pb2_grpc.BookieServicer):
+    def __init__(self, store: EntryStore, settings: BookieSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.loop = asyncio.get_running_loop()
+        self.committer = GroupCommitter(
+            store,
+            max_entries=settings.group_commit_max_entries,
+            max_bytes=settings.group_commit_max_bytes,
+            max_wait_ms=settings.group_commit_max_wait_ms,
+            on_group_done=self._group_done,
+        )
+        self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bookie-read")
+
+    def _group_done(
+        self, callbacks: list[Callable[[BaseException | None], None]], exc: BaseException | None
+    ) -> None:
+        def run() -> None:
+            for cb in callbacks:
+                cb(exc)
+
+        self.loop.call_soon_threadsafe(run)
+
+    def stop(self) -> None:
+        self.committer.stop()
+        self.readers.shutdown(wait=True)
+
+    # ---------------------------------------------------------------- adds
+
+    def _prepare_add(
+        self, req: bookie_pb2.AddRequest
+    ) -> tuple[list[tuple[bytes, bytes]], list[tuple[int, bytes]], LedgerState, int]:
+        n = len(req.entry_ids)
+        if n == 0 or not (len(req.lacs) == len(req.digests) == len(req.payloads) == n):
+            raise _RequestError(
+                common_pb2.INVALID_ARGUMENT,
+                f"add request {req.request_id}: {n} entry ids, {len(req.lacs)} lacs, "
+                f"{len(req.digests)} digests and {len(req.payloads)} payloads; they must be "
+                "equal and non-zero",
+            )
+        if req.ledger_id < 0:
+            raise _RequestError(common_pb2.INVALID_ARGUMENT, f"ledger id {req.ledger_id} < 0")
+        state = self.store.ledger_state(req.ledger_id)
+        states: list[tuple[int, bytes]] = []
+        if state.master_key is None:
+            state.master_key = bytes(req.master_key)
+            states.append((req.ledger_id, state.encode()))
+        elif state.master_key != req.master_key:
+            raise _RequestError(
+                common_pb2.UNAUTHORIZED,
+                f"wrong master key for ledger {req.ledger_id}",
+            )
+        if state.fenced and not req.recovery:
+            raise _RequestError(
+                common_pb2.LEDGER_FENCED,
+                f"ledger {req.ledger_id} is fenced; only recovery adds are accepted",
+            )
+        entries = []
+        max_lac = state.lac
+        for eid, lac, digest, payload in zip(
+            req.entry_ids, req.lacs, req.digests, req.payloads, strict=True
+        ):
+            if eid < 0:
+                raise _RequestError(common_pb2.INVALID_ARGUMENT, f"entry id {eid} < 0")
+            if entry_digest(req.ledger_id, eid, lac, payload) != digest:
+                raise _RequestError(
+                    common_pb2.DIGEST_MISMATCH,
+                    f"digest mismatch on ledger {req.ledger_id} entry {eid}",
+                )
+            entries.append((entry_key(req.ledger_id, eid), encode_value(digest, lac, payload)))
+            max_lac = max(max_lac, lac)
+        return entries, states, state, max_lac
+
+    def _add(self, req: bookie_pb2.AddRequest) -> asyncio.Future:
+        fut: asyncio.Future = self.loop.create_future()
+        try:
+            entries, states, state, max_lac = self._prepare_add(req)
+        except _RequestError as exc:
+            fut.set_result(
+                bookie_pb2.AddResponse(
+                    request_id=req.request_id,
+                    ledger_id=req.ledger_id,
+                    error=error(exc.code, str(exc)),
+                )
+            )
+            return fut
+        started = time.perf_counter()
+        size = sum(len(p) for p in req.payloads)
+
+        def done(exc: BaseException | None) -> None:
+            if exc is None:
+                state.lac = max(state.lac, max_lac)
+                ADDS.inc(len(entries))
+                ADD_BYTES.inc(size)
+                ADD_LATENCY.observe(time.perf_counter() - started)
+                resp = bookie_pb2.AddResponse(request_id=req.request_id, ledger_id=req.ledger_id)
+            else:
+                resp = bookie_pb2.AddResponse(
+                    request_id=req.request_id,
+                    ledger_id=req.ledger_id,
+                    error=error(common_pb2.PERSISTENCE_ERROR, f"write failed: {exc}"),
+                )
+            if not fut.done():
+                fut.set_result(resp)
+
+        self.committer.submit(entries, states, done)
+        return fut
+
+    async def AddEntries(self, request_iterator, context):  # type: ignore[no-untyped-def]
+        pending: asyncio.Queue = asyncio.Queue(maxsize=self.settings.max_pending_adds_per_stream)
+
+        async def read_requests() -> None:
+            try:
+                async for req in request_iterator:
+                    await pending.put(self._add(req))
+            finally:
+                await pending.put(None)
+
+        reader = asyncio.create_task(read_requests())
+        try:
+            while True:
+                fut = await pending.get()
+                if fut is None:
+                    break
+                yield await fut
+        finally:
+            reader.cancel()
+
+    # ---------------------------------------------------------------- reads
+
+    async def ReadEntry(self, request, context):  # type: ignore[no-untyped-def]
+        got = await self.loop.run_in_executor(
+            self.readers, self.store.get, request.ledger_id, request.entry_id
+        )
+        if got is None:
+            return bookie_pb2.ReadEntryResponse(
+                error=error(
+                    common_pb2.NO_SUCH_ENTRY,
+                    f"no entry {request.entry_id} of ledger {request.ledger_id} on this bookie",
+                )
+            )
+        digest, lac, payload = got
+        if entry_digest(request.ledger_id, request.entry_id, lac, payload) != digest:
+            return bookie_pb2.ReadEntryResponse(
+                error=error(
+                    common_pb2.DIGEST_MISMATCH,
+                    f"stored entry {request.entry_id} of ledger {request.ledger_id} is corrupt",
+                )
+            )
+        READS.inc()
+        return bookie_pb2.ReadEntryResponse(
+            entry_id=request.entry_id, lac=lac, digest=digest, payload=payload
+        )
+
+    async def ReadRange(self, request, context):  # type: ignore[no-untyped-def]
+        if request.first_entry_id < 0 or request.last_entry_id < request.first_entry_id:
+            yield bookie_pb2.ReadRangeResponse(
+                error=error(
+                    common_pb2.INVALID_ARGUMENT,
+                    f"bad range [{request.first_entry_id}, {request.last_entry_id}]",
+                )
+            )
+            return
+        per_msg = min(
+            request.max_entries_per_response or self.settings.max_entries_per_read_response,
+            self.settings.max_entries_per_read_response,
+        )
+        first = request.first_entry_id
+        while first <= request.last_entry_id:
+            rows = await self.loop.run_in_executor(
+                self.readers,
+                self.store.scan,
+                request.ledger_id,
+                first,
+                request.last_entry_id,
+                per_msg,
+            )
+            if not rows or rows[0][0] != first:
+                yield bookie_pb2.ReadRangeResponse(
+                    error=error(
+                        common_pb2.NO_SUCH_ENTRY,
+                        f"no entry {first} of ledger {request.ledger_id} on this bookie",
+                    )
+                )
+                return
+            resp = bookie_pb2.ReadRangeResponse()
+            expected = first
+            for eid, digest, lac, payload in rows:
+                if eid != expected:
+                    break
+                if entry_digest(request.ledger_id, eid, lac, payload) != digest:
+                    if resp.entry_ids:
+                        yield resp
+                    yield bookie_pb2.ReadRangeResponse(
+                        error=error(
+                            common_pb2.DIGEST_MISMATCH,
+                            f"stored entry {eid} of ledger {request.ledger_id} is corrupt",
+                        )
+                    )
+                    return
+                resp.entry_ids.append(eid)
+                resp.lacs.append(lac)
+                resp.digests.append(digest)
+                resp.payloads.append(payload)
+                expected += 1
+            READS.inc(len(resp.entry_ids))
+            yield resp
+            first = expected  # after a hole, the next pass reports it
+
+    async def ReadLac(self, request, context):  # type: ignore[no-untyped-def]
+        state = self.store.ledger_state(request.ledger_id)
+        if request.fence:
+            if state.master_key is not None and state.master_key != request.master_key:
+                return bookie_pb2.ReadLacResponse(
+                    error=error(
+                        common_pb2.UNAUTHORIZED, f"wrong master key for ledger {request.ledger_id}"
+                    )
+                )
+            if not state.fenced:
+                state.fenced = True
+                if state.master_key is None:
+                    state.master_key = bytes(request.master_key)
+                fut: asyncio.Future = self.loop.create_future()
+
+                def done(exc: BaseException | None) -> None:
+                    if not fut.done():
+                        fut.set_result(exc)
+
+                self.committer.submit([], [(request.ledger_id, state.encode())], done)
+                exc = await fut
+                if exc is not None:
+                    state.fenced = False
+                    return bookie_pb2.ReadLacResponse(
+                        error=error(common_pb2.PERSISTENCE_ERROR, f"fence failed: {exc}")
+                    )
+        last = await self.loop.run_in_executor(
+            self.readers, self.store.last_entry, request.ledger_id
+        )
+        return bookie_pb2.ReadLacResponse(lac=state.lac, last_entry_id=last, fenced=state.fenced)
+
+
+# -------------------------------------------------------------------- identity
+
+
+def load_cookie(data_dir: Path, wanted_id: str) -> str:
+    """The bookie id stored in the data dir's cookie, creating it if new."""
+    cookie = data_dir / "cookie.json"
+    if cookie.exists():
+        found = json.loads(cookie.read_text())["bookie_id"]
+        if wanted_id and wanted_id != found:
+            raise SystemExit(
+                f"data dir {data_dir} belongs to bookie {found!r}, not {wanted_id!r}; "
+                "use that id or another data dir"
+            )
+        return str(found)
+    bookie_id = wanted_id or f"bookie-{uuid.uuid4().hex[:12]}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cookie.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"bookie_id": bookie_id, "created_ms": int(time.time() * 1000)}))
+    os.replace(tmp, cookie)
+    return bookie_id
+
+
+async def register_forever(
+    metastore: MetastoreClient, bookie_id: str, info: dict, ttl_ms: int, stop: asyncio.Event
+) -> None:
+    """Keep ``/bookies/available/{id}`` registered on a live session."""
+    key = f"/bookies/available/{bookie_id}"
+    session: Session | None = None
+    while not stop.is_set():
+        lost = asyncio.Event()
+        try:
+            session = await metastore.create_session(ttl_ms, on_lost=lost.set)
+            info["disk_free_bytes"] = shutil.disk_usage(info["data_dir"]).free
+            # A previous run's key may still exist until its session expires:
+            # this bookie owns its id, so it takes the key over.
+            await metastore.put(key, json.dumps(info).encode(), session_id=session.id)
+            log.info("registered %s in the metastore (session %d)", key, session.id)
+            waiter = asyncio.create_task(stop.wait())
+            loser = asyncio.create_task(lost.wait())
+            await asyncio.wait({waiter, loser}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            loser.cancel()
+        except MetastoreError as exc:
+            log.warning("registration failed, retrying: %s", exc)
+            await asyncio.sleep(0.5)
+    if session is not None and not session.lost:
+        await session.close()
+
+
+async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
+    serving.setup_logging("bookie", settings.log_level)
+    data_dir = Path(settings.data_dir)
+    bookie_id = load_cookie(data_dir, settings.bookie_id)
+    store = EntryStore(
+        data_dir / "entries",
+        sync=settings.journal_sync,
+        max_cached_ledger_states=settings.max_cached_ledger_states,
+    )
+    server = grpc.aio.server(options=serving.grpc_options())
+    service = BookieService(store, settings)
+    bookie_pb2_grpc.add_BookieServicer_to_server(service, server)
+    health = serving.add_health(server)
+    serving.set_serving(health, False)
+    port = await serving.bind(server, settings.host, settings.port)
+    metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
+    await server.start()
+    stop = asyncio.Event()
+    serving.install_shutdown(asyncio.get_running_loop(), stop.set)
+    address = f"{settings.host}:{port}"
+    metastore = MetastoreClient(settings.metastore)
+    info = {"bookie_id": bookie_id, "address": address, "read_only": False,
+            "data_dir": str(data_dir)}
+    registration = asyncio.create_task(
+        register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop)
+    )
+    # Serving once registered: brokers can only find a registered bookie.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not stop.is_set():
+        if await metastore.get(f"/bookies/available/{bookie_id}") is not None:
+            break
+        await asyncio.sleep(0.05)
+    serving.set_serving(health, True)
+    serving.write_ready_file(
+        ready_file, {"grpc": address, "metrics": metrics_port, "bookie_id": bookie_id}
+    )
+    log.info("bookie %s serving on %s (metrics %d, data %s)", bookie_id, address,
+             metrics_port, data_dir)
+    await stop.wait()
+    log.info("bookie stopping")
+    serving.set_serving(health, False)
+    await server.stop(grace=2)
+    await registration
+    service.stop()
+    store.close()
+    await metastore.close()
+    log.info("bookie stopped")

@@ -1,0 +1,38 @@
+"""Settings of the bookie process (section ``[bookie]``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protos.settings import setting
+
+
+@dataclass(frozen=True)
+class BookieSettings:
+    host: str = setting("127.0.0.1", "Address the gRPC port listens on and is advertised.")
+    port: int = setting(3181, "gRPC port (0 = pick a free port).")
+    metrics_port: int = setting(8000, "Prometheus /metrics port (0 = free port, -1 = off).")
+    data_dir: str = setting("./data/bookie", "Directory of the RocksDB entry store and cookie.")
+    metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
+    bookie_id: str = setting(
+        "", "Stable id of this bookie; empty = the id in the cookie, or a new one."
+    )
+    journal_sync: bool = setting(True, "fsync every group commit before acknowledging adds.")
+    group_commit_max_wait_ms: float = setting(
+        0.0,
+        "Extra time a group commit waits for more adds once it has one. 0 = none: adds "
+        "that arrive during one fsync form the next group.",
+    )
+    group_commit_max_entries: int = setting(2000, "Most entries in one group commit.")
+    group_commit_max_bytes: int = setting(8388608, "Most payload bytes in one group commit.")
+    max_pending_adds_per_stream: int = setting(
+        1000, "Add requests of one stream in flight before the bookie stops reading it."
+    )
+    max_entries_per_read_response: int = setting(
+        500, "Most entries in one read-range response message."
+    )
+    max_cached_ledger_states: int = setting(
+        100000, "Ledger states (fenced flag, master key, LAC) kept in memory (LRU)."
+    )
+    session_ttl_ms: int = setting(10000, "TTL of the metastore session behind registration.")
+    log_level: str = setting("INFO", "Logging level.")

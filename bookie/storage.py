@@ -1,0 +1,252 @@
+"""Entry storage in RocksDB (rocksdict) with group commit.
+
+Layout (raw-mode RocksDB, so other RocksDB readers see plain bytes):
+
+* default column family: key ``ledger id (u64 BE) | entry id (u64 BE)``,
+  value ``digest (u32 BE) | LAC (i64 BE) | payload``. Big-endian keys keep a
+  ledger's entries contiguous and in order, so a range read is one scan.
+* ``ledgers`` column family: key ``ledger id (u64 BE)``, value JSON of the
+  ledger's state: fenced flag and master key.
+
+Theory of operation of :class:`GroupCommitter`: every add is queued; one
+writer thread takes everything queued (up to the batch limits), writes it as
+one ``WriteBatch`` with ``sync`` on, and only then reports the whole group
+done. While one fsync runs the next group gathers, so the number of fsyncs
+follows the disk, not the add rate (DESIGN §9: 100 entries per sync give 37x
+the rate of one put per sync).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocksdict import Options, ReadOptions, Rdict, WriteBatch, WriteOptions
+
+log = logging.getLogger(__name__)
+
+_KEY = struct.Struct(">QQ")
+_LEDGER_KEY = struct.Struct(">Q")
+_VALUE_HEAD = struct.Struct(">Iq")
+_MAX_ENTRY_ID = (1 << 64) - 1
+
+
+def entry_key(ledger_id: int, entry_id: int) -> bytes:
+    return _KEY.pack(ledger_id, entry_id)
+
+
+def encode_value(digest: int, lac: int, payload: bytes) -> bytes:
+    return _VALUE_HEAD.pack(digest, lac) + payload
+
+
+def decode_value(value: bytes) -> tuple[int, int, bytes]:
+    digest, lac = _VALUE_HEAD.unpack_from(value, 0)
+    return digest, lac, value[_VALUE_HEAD.size :]
+
+
+@dataclass
+class LedgerState:
+    fenced: bool = False
+    master_key: bytes | None = None
+    lac: int = -1
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"fenced": self.fenced, "master_key": self.master_key.hex() if self.master_key else None}
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> LedgerState:
+        d = json.loads(data)
+        key = d.get("master_key")
+        return cls(fenced=bool(d.get("fenced")), master_key=bytes.fromhex(key) if key else None)
+
+
+class EntryStore:
+    def __init__(self, path: Path, *, sync: bool, max_cached_ledger_states: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        opts.create_missing_column_families(True)
+        self.db = Rdict(str(path), opts, column_families={"ledgers": Options(raw_mode=True)})
+        self._ledgers_cf = self.db.get_column_family("ledgers")
+        self._ledgers_handle = self.db.get_column_family_handle("ledgers")
+        self._write_opts = WriteOptions()
+        self._write_opts.sync = sync
+        self._states: collections.OrderedDict[int, LedgerState] = collections.OrderedDict()
+        self._max_states = max_cached_ledger_states
+        self._states_lock = threading.Lock()
+
+    def close(self) -> None:
+        del self._ledgers_cf
+        del self._ledgers_handle
+        self.db.close()
+
+    # ---------------------------------------------------------------- state
+
+    def ledger_state(self, ledger_id: int) -> LedgerState:
+        with self._states_lock:
+            state = self._states.get(ledger_id)
+            if state is not None:
+                self._states.move_to_end(ledger_id)
+                return state
+        raw = self._ledgers_cf.get(_LEDGER_KEY.pack(ledger_id))
+        state = LedgerState.decode(raw) if raw is not None else LedgerState()
+        if raw is not None:
+            last = self.last_entry(ledger_id)
+            if last >= 0:
+                got = self.get(ledger_id, last)
+                if got is not None:
+                    state.lac = got[1]
+        with self._states_lock:
+            existing = self._states.get(ledger_id)
+            if existing is not None:
+                return existing
+            self._states[ledger_id] = state
+            while len(self._states) > self._max_states:
+                self._states.popitem(last=False)
+        return state
+
+    # ---------------------------------------------------------------- reads
+
+    def get(self, ledger_id: int, entry_id: int) -> tuple[int, int, bytes] | None:
+        value = self.db.get(entry_key(ledger_id, entry_id))
+        return None if value is None else decode_value(value)
+
+    def scan(
+        self, ledger_id: int, first: int, last: int, limit: int
+    ) -> list[tuple[int, int, int, bytes]]:
+        """(entry id, digest, lac, payload) of stored entries in [first, last]."""
+        ro = ReadOptions()
+        ro.set_iterate_upper_bound(entry_key(ledger_id, last + 1) if last < _MAX_ENTRY_ID else
+                                   _LEDGER_KEY.pack(ledger_id + 1) + bytes(8))
+        out = []
+        for key, value in self.db.items(from_key=entry_key(ledger_id, first), read_opt=ro):
+            _, entry_id = _KEY.unpack(key)
+            digest, lac, payload = decode_value(value)
+            out.append((entry_id, digest, lac, payload))
+            if len(out) >= limit:
+                break
+        return out
+
+    def last_entry(self, ledger_id: int) -> int:
+        it = self.db.iter()
+        it.seek_for_prev(entry_key(ledger_id, _MAX_ENTRY_ID))
+        if it.valid():
+            key = it.key()
+            if len(key) == _KEY.size:
+                lid, eid = _KEY.unpack(key)
+                if lid == ledger_id:
+                    return int(eid)
+        return -1
+
+    # ---------------------------------------------------------------- writes
+
+    def write(self, entries: list[tuple[bytes, bytes]], states: list[tuple[int, bytes]]) -> None:
+        wb = WriteBatch(raw_mode=True)
+        for key, value in entries:
+            wb.put(key, value)
+        for ledger_id, value in states:
+            wb.put(_LEDGER_KEY.pack(ledger_id), value, self._ledgers_handle)
+        self.db.write(wb, self._write_opts)
+
+
+@dataclass
+class _Item:
+    entries: list[tuple[bytes, bytes]]
+    states: list[tuple[int, bytes]]
+    size: int
+    done: Callable[[BaseException | None], None]
+
+
+class GroupCommitter:
+    """One writer thread that turns queued writes into synced batches."""
+
+    def __init__(
+        self,
+        store: EntryStore,
+        *,
+        max_entries: int,
+        max_bytes: int,
+        max_wait_ms: float,
+        on_group_done: Callable[[list[Callable[[BaseException | None], None]], BaseException | None], None],
+    ) -> None:
+        self.store = store
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_wait_s = max_wait_ms / 1000
+        self.on_group_done = on_group_done
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self.groups = 0
+        self.entries_written = 0
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
+
+    def submit(
+        self,
+        entries: list[tuple[bytes, bytes]],
+        states: list[tuple[int, bytes]],
+        done: Callable[[BaseException | None], None],
+    ) -> None:
+        size = sum(len(v) for _, v in entries)
+        with self._cond:
+            if self._stopping:
+                raise RuntimeError("the bookie is stopping")
+            self._queue.append(_Item(entries, states, size, done))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout=10)
+
+    def _take_group(self) -> list[_Item] | None:
+        with self._cond:
+            while not self._queue:
+                if self._stopping:
+                    return None
+                self._cond.wait()
+            if self.max_wait_s > 0:
+                self._cond.wait_for(
+                    lambda: len(self._queue) >= self.max_entries or self._stopping,
+                    timeout=self.max_wait_s,
+                )
+            group = [self._queue.popleft()]
+            n, size = len(group[0].entries), group[0].size
+            while self._queue:
+                nxt = self._queue[0]
+                if n + len(nxt.entries) > self.max_entries or size + nxt.size > self.max_bytes:
+                    break
+                group.append(self._queue.popleft())
+                n += len(nxt.entries)
+                size += nxt.size
+            return group
+
+    def _run(self) -> None:
+        while True:
+            group = self._take_group()
+            if group is None:
+                return
+            entries: list[tuple[bytes, bytes]] = []
+            states: list[tuple[int, bytes]] = []
+            for item in group:
+                entries.extend(item.entries)
+                states.extend(item.states)
+            exc: BaseException | None = None
+            try:
+                self.store.write(entries, states)
+            except Exception as e:
+                log.exception("group commit of %d entries failed", len(entries))
+                exc = e
+            self.groups += 1
+            self.entries_written += len(entries)
+            self.on_group_done([item.done for item in group], exc)

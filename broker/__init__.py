@@ -1,0 +1,2 @@
+"""Brokers: topics, managed ledgers, cursors, dispatchers, the client-facing
+gRPC service, the ``magnetar`` CLI and the standalone supervisor."""

@@ -1,0 +1,412 @@
+"""A topic's storage: an ordered list of ledgers (Pulsar's ManagedLedger).
+
+Theory of operation. The list lives at ``/managed-ledgers/<topic path>`` as
+JSON and changes only by compare-and-set. Opening the topic recovers (fences
+and closes) any ledger left open by a previous owner, drops empty ones,
+creates a fresh ledger and compare-and-sets the new list; no write is served
+before that succeeds, so a broker that lost the race never writes. Entries
+are appended to the last ledger and confirmed in order. Recently added
+entries stay in a byte-bounded cache for tailing consumers; anything else is
+read from the bookies.
+
+Cursors (one per durable subscription) live under the topic's key and are
+written at most once per ``persist_interval`` and on close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from bookie.ledger_client import CLOSED, LedgerClient, LedgerMetadata, LedgerWriter
+from broker.cursor import CursorState, Position
+from metastore.client import BadVersionError, MetastoreClient
+from protos import common_pb2
+from protos.errors import MagnetarServerError
+from protos.topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+
+class ManagedLedgerError(MagnetarServerError):
+    code = common_pb2.PERSISTENCE_ERROR
+
+
+class ManagedLedgerFencedError(ManagedLedgerError):
+    code = common_pb2.SERVICE_NOT_READY
+
+
+class EntryCache:
+    """Recently added entries, evicted oldest first past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._entries: collections.OrderedDict[Position, bytes] = collections.OrderedDict()
+
+    def put(self, pos: Position, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        self._entries[pos] = data
+        self.size += len(data)
+        while self.size > self.max_bytes:
+            _, old = self._entries.popitem(last=False)
+            self.size -= len(old)
+
+    def get(self, pos: Position) -> bytes | None:
+        return self._entries.get(pos)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.size = 0
+
+
+class ManagedLedger:
+    def __init__(
+        self,
+        topic: TopicName,
+        metastore: MetastoreClient,
+        ledgers: LedgerClient,
+        *,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        cache: EntryCache,
+        max_outstanding_adds: int,
+    ) -> None:
+        self.topic = topic
+        self.key = f"/managed-ledgers/{topic.persistence_path}"
+        self.metastore = metastore
+        self.ledger_client = ledgers
+        self.quorums = (ensemble_size, write_quorum, ack_quorum)
+        self.cache = cache
+        self.max_outstanding_adds = max_outstanding_adds
+        self.closed_ledgers: dict[int, LedgerMetadata] = {}
+        self.ledger_ids: list[int] = []
+        self.writer: LedgerWriter | None = None
+        self._version = -1
+        self._listeners: list[Callable[[], None]] = []
+        self._room = asyncio.Event()
+        self._room.set()
+        self.entries_added = 0
+        self.bytes_added = 0
+
+    # ---------------------------------------------------------------- open/close
+
+    async def open(self) -> None:
+        stat = await self.metastore.get(self.key)
+        ids: list[int] = []
+        if stat is not None:
+            ids = [int(i) for i in json.loads(stat.value)["ledgers"]]
+            self._version = stat.version
+        kept = []
+        for ledger_id in ids:
+            md = await self.ledger_client.metadata(ledger_id)
+            if md.state != CLOSED:
+                md = await self.ledger_client.open_with_recovery(ledger_id)
+            if md.last_entry_id >= 0:
+                kept.append(ledger_id)
+                self.closed_ledgers[ledger_id] = md
+            else:
+                await self.ledger_client.delete_ledger(ledger_id)
+        e, qw, qa = self.quorums
+        writer = await self.ledger_client.create_ledger(e, qw, qa)
+        new_ids = [*kept, writer.ledger_id]
+        body = json.dumps({"ledgers": new_ids}).encode()
+        try:
+            self._version = await self.metastore.put(self.key, body, expected_version=self._version)
+        except BadVersionError:
+            await self.ledger_client.delete_ledger(writer.ledger_id)
+            raise ManagedLedgerFencedError(
+                f"{self.topic}: the ledger list changed while opening; another broker owns it"
+            ) from None
+        self.ledger_ids = new_ids
+        self.writer = writer
+        log.info("%s opened with ledgers %s", self.topic, new_ids)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            try:
+                await writer.close()
+            except MagnetarServerError as exc:
+                log.warning("%s: closing ledger %d: %s", self.topic, writer.ledger_id, exc)
+        self.cache.clear()
+
+    # ---------------------------------------------------------------- writes
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[[], None]) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    async def wait_for_room(self) -> None:
+        while self.writer is not None and self.writer.outstanding >= self.max_outstanding_adds:
+            self._room.clear()
+            await self._room.wait()
+
+    def add_entry(self, data: bytes) -> asyncio.Future:
+        """Append; the future gives the entry's position once it is stored."""
+        loop = asyncio.get_running_loop()
+        out: asyncio.Future = loop.create_future()
+        writer = self.writer
+        if writer is None:
+            out.set_exception(ManagedLedgerError(f"{self.topic} is closed"))
+            return out
+        inner = writer.add(data)
+
+        def done(f: asyncio.Future) -> None:
+            if not self._room.is_set() and writer.outstanding < self.max_outstanding_adds:
+                self._room.set()
+            exc = f.exception()
+            if exc is not None:
+                if not out.done():
+                    out.set_exception(
+                        ManagedLedgerError(f"{self.topic}: storing the entry failed: {exc}")
+                    )
+                return
+            pos = (writer.ledger_id, f.result())
+            self.cache.put(pos, data)
+            self.entries_added += 1
+            self.bytes_added += len(data)
+            if not out.done():
+                out.set_result(pos)
+            for listener in self._listeners:
+                listener()
+
+        inner.add_done_callback(done)
+        return out
+
+    # ---------------------------------------------------------------- positions
+
+    @property
+    def last_confirmed(self) -> Position:
+        """The newest stored position, or (first ledger, -1) when empty."""
+        if self.writer is not None and self.writer.lac >= 0:
+            return self.writer.ledger_id, self.writer.lac
+        for ledger_id in reversed(self.ledger_ids):
+            md = self.closed_ledgers.get(ledger_id)
+            if md is not None and md.last_entry_id >= 0:
+                return ledger_id, md.last_entry_id
+        return (self.ledger_ids[0] if self.ledger_ids else 0), -1
+
+    @property
+    def first_position(self) -> Position:
+        return (self.ledger_ids[0] if self.ledger_ids else 0), 0
+
+    def before_first(self) -> Position:
+        return (self.ledger_ids[0] if self.ledger_ids else 0), -1
+
+    def next_position(self, pos: Position) -> Position:
+        return self.normalize((pos[0], pos[1] + 1))
+
+    def normalize(self, pos: Position) -> Position:
+        """The first existing-or-future position at or after ``pos``."""
+        ledger_id, entry_id = pos
+        for idx, lid in enumerate(self.ledger_ids):
+            if lid < ledger_id:
+                continue
+            if lid > ledger_id:
+                return lid, 0
+            md = self.closed_ledgers.get(lid)
+            if md is None or entry_id <= md.last_entry_id:
+                return lid, max(entry_id, 0)
+            if idx + 1 < len(self.ledger_ids):
+                return self.ledger_ids[idx + 1], 0
+            return lid, entry_id
+        return pos
+
+    def has_entry(self, pos: Position) -> bool:
+        return pos <= self.last_confirmed and pos[1] >= 0
+
+    # ---------------------------------------------------------------- reads
+
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int
+    ) -> list[tuple[Position, bytes]]:
+        """Stored entries from ``start`` (normalized) on, within the limits."""
+        out: list[tuple[Position, bytes]] = []
+        size = 0
+        pos = self.normalize(start)
+        last = self.last_confirmed
+        while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
+            data = self.cache.get(pos)
+            if data is None:
+                fetched = await self._read_from_bookies(pos, max_entries - len(out), last)
+                if not fetched:
+                    break
+                for item in fetched:
+                    out.append(item)
+                    size += len(item[1])
+                pos = self.next_position(fetched[-1][0])
+                continue
+            out.append((pos, data))
+            size += len(data)
+            pos = self.next_position(pos)
+        return out
+
+    async def _read_from_bookies(
+        self, pos: Position, count: int, last: Position
+    ) -> list[tuple[Position, bytes]]:
+        ledger_id, first = pos
+        md = self.closed_ledgers.get(ledger_id)
+        if md is None:
+            if self.writer is None or self.writer.ledger_id != ledger_id:
+                return []
+            md = self.writer.metadata
+            end = self.writer.lac
+        else:
+            end = md.last_entry_id
+        if last[0] == ledger_id:
+            end = min(end, last[1])
+        end = min(end, first + count - 1)
+        if end < first:
+            return []
+        rows = await self.ledger_client.read(md, first, end)
+        return [((ledger_id, eid), payload) for eid, payload in rows]
+
+    # ---------------------------------------------------------------- cursors
+
+    def cursor_key(self, name: str) -> str:
+        return f"{self.key}/{name}"
+
+    async def cursor_names(self) -> list[str]:
+        return await self.metastore.children(self.key)
+
+
+class ManagedCursor:
+    """A durable subscription's cursor: state plus throttled persistence."""
+
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        name: str,
+        state: CursorState,
+        *,
+        durable: bool,
+        version: int,
+        persist_interval_ms: int,
+        max_ranges: int,
+    ) -> None:
+        self.ledger = ledger
+        self.name = name
+        self.state = state
+        self.durable = durable
+        self._version = version
+        self._interval_s = persist_interval_ms / 1000
+        self._max_ranges = max_ranges
+        self._last_persist = 0.0
+        self._dirty = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._persisting: asyncio.Task | None = None
+        self.read_position = ledger.next_position(state.mark_delete_position)
+
+    @classmethod
+    async def open(
+        cls,
+        ledger: ManagedLedger,
+        name: str,
+        *,
+        initial_position_latest: bool,
+        durable: bool,
+        persist_interval_ms: int,
+        max_ranges: int,
+    ) -> tuple[ManagedCursor, bool]:
+        """The cursor and whether it was created now."""
+        created = False
+        version = -1
+        stat = await ledger.metastore.get(ledger.cursor_key(name)) if durable else None
+        if stat is not None:
+            state = CursorState.from_json(stat.value)
+            version = stat.version
+        else:
+            created = True
+            start = ledger.last_confirmed if initial_position_latest else ledger.before_first()
+            state = CursorState(start)
+        cursor = cls(
+            ledger,
+            name,
+            state,
+            durable=durable,
+            version=version,
+            persist_interval_ms=persist_interval_ms,
+            max_ranges=max_ranges,
+        )
+        if created and durable:
+            await cursor.persist()
+        return cursor, created
+
+    def is_acked(self, pos: Position) -> bool:
+        return self.state.is_acked(pos)
+
+    def ack(self, positions: list[Position], cumulative: bool) -> None:
+        changed = False
+        nxt = self.ledger.next_position
+        for pos in positions:
+            if cumulative:
+                changed |= self.state.ack_cumulative(pos, nxt)
+            else:
+                changed |= self.state.ack_individual(pos, nxt)
+        if changed:
+            self._mark_dirty()
+
+    def rewind(self) -> None:
+        self.read_position = self.ledger.next_position(self.state.mark_delete_position)
+
+    def _mark_dirty(self) -> None:
+        if not self.durable:
+            return
+        self._dirty = True
+        if self._timer is not None or self._persisting is not None:
+            return
+        delay = self._last_persist + self._interval_s - time.monotonic()
+        loop = asyncio.get_running_loop()
+        if delay <= 0:
+            self._persisting = loop.create_task(self._persist_soon())
+        else:
+            self._timer = loop.call_later(delay, self._timer_fired)
+
+    def _timer_fired(self) -> None:
+        self._timer = None
+        if self._dirty and self._persisting is None:
+            self._persisting = asyncio.get_running_loop().create_task(self._persist_soon())
+
+    async def _persist_soon(self) -> None:
+        try:
+            await self.persist()
+        except Exception as exc:
+            log.warning("%s/%s: persisting the cursor failed: %s", self.ledger.topic, self.name, exc)
+        finally:
+            self._persisting = None
+            if self._dirty:
+                self._mark_dirty()
+
+    async def persist(self) -> None:
+        if not self.durable:
+            return
+        self._dirty = False
+        self._last_persist = time.monotonic()
+        body = self.state.to_json(self._max_ranges)
+        self._version = await self.ledger.metastore.put(
+            self.ledger.cursor_key(self.name), body, expected_version=self._version
+        )
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._persisting is not None:
+            await asyncio.gather(self._persisting, return_exceptions=True)
+        if self._dirty:
+            await self.persist()
+
+    async def delete(self) -> None:
+        await self.close()
+        if self.durable:
+            await self.ledger.metastore.delete(self.ledger.cursor_key(self.name))

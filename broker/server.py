@@ -1,0 +1,58 @@
+"""The broker process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import grpc
+
+from bookie.ledger_client import LedgerClient, LedgerClientSettings
+from broker.service import BrokerService
+from broker.settings import BrokerSettings
+from metastore.client import MetastoreClient
+from protos import broker_pb2_grpc, serving
+
+log = logging.getLogger("broker")
+
+
+async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
+    serving.setup_logging("broker", settings.log_level)
+    metastore = MetastoreClient(settings.metastore)
+    ledgers = LedgerClient(
+        metastore, LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000)
+    )
+    server = grpc.aio.server(
+        options=serving.grpc_options(max(serving.MAX_GRPC_MESSAGE_BYTES,
+                                         settings.max_message_size * 2 + 65536))
+    )
+    health = serving.add_health(server)
+    serving.set_serving(health, False)
+    port = await serving.bind(server, settings.host, settings.port)
+    address = f"{settings.host}:{port}"
+    service = BrokerService(settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}")
+    broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+    metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
+    stop = asyncio.Event()
+    serving.install_shutdown(asyncio.get_running_loop(), stop.set)
+    await server.start()
+    await service.ensure_default_namespace()
+    session = await metastore.create_session(settings.session_ttl_ms)
+    await metastore.put(
+        f"/loadbalance/brokers/{address}",
+        json.dumps({"address": address, "cluster": settings.cluster_name}).encode(),
+        session_id=session.id,
+    )
+    serving.set_serving(health, True)
+    serving.write_ready_file(ready_file, {"grpc": address, "metrics": metrics_port})
+    log.info("broker serving on %s (metrics %d)", address, metrics_port)
+    await stop.wait()
+    log.info("broker stopping")
+    serving.set_serving(health, False)
+    await service.close_all()
+    await server.stop(grace=2)
+    await session.close()
+    await ledgers.close()
+    await metastore.close()
+    log.info("broker stopped")

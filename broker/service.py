@@ -1,0 +1,394 @@
+"""The broker's client-facing gRPC service: producer and consumer streams.
+
+Each producer stream reads ``SendEntries`` and answers ``SendReceipts`` in
+send order; receipts that are ready together travel in one message. Each
+consumer stream answers ``Subscribe``, then pushes ``Deliveries`` against the
+permits that ``Flow`` grants, and applies ``Ack``. Bad input gets a typed
+error and changes nothing; an exception in one stream never reaches another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+from typing import Any
+
+from prometheus_client import Counter
+
+from bookie.ledger_client import LedgerClient
+from broker.managed_ledger import EntryCache, ManagedLedger
+from broker.settings import BrokerSettings
+from broker.topic import BrokerError, Topic
+from metastore.client import MetastoreClient
+from protos import broker_pb2, broker_pb2_grpc, common_pb2
+from protos.entry import CorruptedEntryError, split_entry
+from protos.errors import MagnetarServerError, error
+from protos.topic_name import TopicName
+
+log = logging.getLogger("broker")
+
+MSGS_IN = Counter("magnetar_rate_in", "Messages published", ["topic"])
+BYTES_IN = Counter("magnetar_throughput_in", "Bytes published", ["topic"])
+MSGS_OUT = Counter("magnetar_rate_out", "Entries dispatched to consumers", ["topic"])
+
+DEFAULT_NAMESPACE_KEY = "/admin/policies/public/default"
+
+
+# (sequence id, future of the stored position or the refusal, messages, bytes)
+_Send = tuple[int, "asyncio.Future | common_pb2.Error", int, int]
+
+
+class _SendQueue:
+    """Sends of one producer awaiting their answer, in order; bounded."""
+
+    def __init__(self, max_items: int) -> None:
+        self._items: collections.deque[_Send | None] = collections.deque()
+        self._max = max_items
+        self._changed = asyncio.Event()
+
+    async def put(self, item: _Send | None) -> None:
+        while item is not None and len(self._items) >= self._max:
+            self._changed.clear()
+            await self._changed.wait()
+        self._items.append(item)
+        self._changed.set()
+
+    async def get(self) -> _Send | None:
+        while not self._items:
+            self._changed.clear()
+            await self._changed.wait()
+        item = self._items.popleft()
+        self._changed.set()
+        return item
+
+    def get_ready(self) -> _Send | None:
+        """The next send if its answer is already known, else None."""
+        if not self._items:
+            return None
+        head = self._items[0]
+        if head is None:
+            return None
+        fut = head[1]
+        if isinstance(fut, asyncio.Future) and not fut.done():
+            return None
+        self._items.popleft()
+        self._changed.set()
+        return head
+
+
+def _error_of(exc: BaseException) -> common_pb2.Error:
+    if isinstance(exc, MagnetarServerError):
+        return exc.to_proto()
+    return error(common_pb2.UNKNOWN_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class BrokerService(broker_pb2_grpc.BrokerServicer):
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        metastore: MetastoreClient,
+        ledgers: LedgerClient,
+        broker_name: str,
+    ) -> None:
+        self.settings = settings
+        self.metastore = metastore
+        self.ledgers = ledgers
+        self.broker_name = broker_name
+        self.topics: dict[str, Topic] = {}
+        self._loading: dict[str, asyncio.Future] = {}
+        self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
+        self.closing = False
+
+    # ---------------------------------------------------------------- topics
+
+    async def ensure_default_namespace(self) -> None:
+        if await self.metastore.get(DEFAULT_NAMESPACE_KEY) is None:
+            body = json.dumps({"bundles": 4, "replication_clusters": [self.settings.cluster_name]})
+            try:
+                await self.metastore.put(DEFAULT_NAMESPACE_KEY, body.encode(), expected_version=-1)
+            except MagnetarServerError:
+                pass  # another broker created it first
+
+    async def get_topic(self, name: TopicName) -> Topic:
+        if self.closing:
+            raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
+        topic = self.topics.get(name.full_name)
+        if topic is not None:
+            return topic
+        loading = self._loading.get(name.full_name)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        if len(self.topics) >= self.settings.max_topics:
+            raise BrokerError(
+                f"this broker already serves {len(self.topics)} topics "
+                f"(max_topics = {self.settings.max_topics})",
+                common_pb2.TOO_MANY_REQUESTS,
+            )
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._loading[name.full_name] = fut
+        try:
+            topic = await self._load_topic(name)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: waiters re-raise it
+            raise
+        finally:
+            self._loading.pop(name.full_name, None)
+        self.topics[name.full_name] = topic
+        fut.set_result(topic)
+        return topic
+
+    async def _load_topic(self, name: TopicName) -> Topic:
+        if not name.is_persistent:
+            raise BrokerError(
+                f"{name}: non-persistent topics are not supported yet", common_pb2.NOT_ALLOWED
+            )
+        ns_key = f"/admin/policies/{name.tenant}/{name.namespace}"
+        if await self.metastore.get(ns_key) is None:
+            raise BrokerError(
+                f"{name}: namespace {name.namespace_name} does not exist",
+                common_pb2.TOPIC_NOT_FOUND,
+            )
+        ml_key = f"/managed-ledgers/{name.persistence_path}"
+        if not self.settings.allow_auto_topic_creation and await self.metastore.get(ml_key) is None:
+            raise BrokerError(
+                f"topic {name} does not exist and allow_auto_topic_creation is off",
+                common_pb2.TOPIC_NOT_FOUND,
+            )
+        s = self.settings
+        ledger = ManagedLedger(
+            name,
+            self.metastore,
+            self.ledgers,
+            ensemble_size=s.managed_ledger_default_ensemble_size,
+            write_quorum=s.managed_ledger_default_write_quorum,
+            ack_quorum=s.managed_ledger_default_ack_quorum,
+            cache=self.cache,
+            max_outstanding_adds=s.managed_ledger_max_outstanding_adds,
+        )
+        await ledger.open()
+        topic = Topic(name, ledger, s)
+        await topic.load_cursors()
+        return topic
+
+    async def close_all(self) -> None:
+        self.closing = True
+        for topic in list(self.topics.values()):
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("closing %s", topic.name)
+        self.topics.clear()
+
+    # ---------------------------------------------------------------- producers
+
+    async def Produce(self, request_iterator, context):  # type: ignore[no-untyped-def]
+        iterator = request_iterator.__aiter__()
+        try:
+            first = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        if first.WhichOneof("request") != "create":
+            yield broker_pb2.ProducerResponse(
+                error=error(common_pb2.INVALID_ARGUMENT, "the first message must be 'create'")
+            )
+            return
+        try:
+            name = TopicName.parse(first.create.topic)
+            topic = await self.get_topic(name)
+            producer = topic.add_producer(first.create.producer_name, self.broker_name)
+        except Exception as exc:
+            yield broker_pb2.ProducerResponse(error=_error_of(exc))
+            return
+        yield broker_pb2.ProducerResponse(
+            created=broker_pb2.ProducerCreated(
+                producer_name=producer.name,
+                last_sequence_id=producer.last_sequence_id,
+                max_message_size=self.settings.max_message_size,
+                topic=name.full_name,
+            )
+        )
+        pending = _SendQueue(self.settings.max_pending_publish_entries_per_producer)
+        reader = asyncio.create_task(self._read_sends(iterator, topic, producer, pending))
+        try:
+            while True:
+                item = await pending.get()
+                if item is None:
+                    break
+                async for resp in self._answers(item, pending, topic):
+                    yield resp
+        finally:
+            reader.cancel()
+            topic.remove_producer(producer)
+
+    async def _answers(self, first: _Send, pending: _SendQueue, topic: Topic):  # type: ignore[no-untyped-def]
+        """Await ``first`` and every already-finished send after it; yield the replies."""
+        receipts = broker_pb2.SendReceipts()
+        item: _Send | None = first
+        while item is not None:
+            seq, fut, count, size = item
+            failure: common_pb2.Error | None = None
+            if isinstance(fut, common_pb2.Error):
+                failure = fut
+            else:
+                try:
+                    ledger_id, entry_id = await fut
+                except Exception as exc:
+                    failure = _error_of(exc)
+                else:
+                    receipts.sequence_ids.append(seq)
+                    receipts.ledger_ids.append(ledger_id)
+                    receipts.entry_ids.append(entry_id)
+                    MSGS_IN.labels(topic.name.full_name).inc(count)
+                    BYTES_IN.labels(topic.name.full_name).inc(size)
+            if failure is not None:
+                if receipts.sequence_ids:
+                    yield broker_pb2.ProducerResponse(receipts=receipts)
+                    receipts = broker_pb2.SendReceipts()
+                yield broker_pb2.ProducerResponse(
+                    send_error=broker_pb2.SendError(sequence_id=seq, error=failure)
+                )
+            item = pending.get_ready()
+        if receipts.sequence_ids:
+            yield broker_pb2.ProducerResponse(receipts=receipts)
+
+    async def _read_sends(  # type: ignore[no-untyped-def]
+        self, iterator, topic: Topic, producer, pending: _SendQueue
+    ) -> None:
+        max_size = self.settings.max_message_size
+        try:
+            async for req in iterator:
+                kind = req.WhichOneof("request")
+                if kind == "close":
+                    break
+                if kind != "send":
+                    await pending.put(
+                        (0, error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}"), 0, 0)
+                    )
+                    continue
+                send = req.send
+                n = len(send.entries)
+                if not (len(send.sequence_ids) == len(send.num_messages) == n):
+                    await pending.put(
+                        (
+                            send.sequence_ids[0] if send.sequence_ids else 0,
+                            error(
+                                common_pb2.INVALID_ARGUMENT,
+                                "sequence_ids, num_messages and entries differ in length",
+                            ),
+                            0,
+                            0,
+                        )
+                    )
+                    continue
+                for seq, count, entry in zip(
+                    send.sequence_ids, send.num_messages, send.entries, strict=True
+                ):
+                    if len(entry) > max_size:
+                        too_big = error(
+                            common_pb2.MESSAGE_TOO_BIG,
+                            f"entry of {len(entry)} bytes is over max_message_size "
+                            f"({max_size} bytes)",
+                        )
+                        await pending.put((seq, too_big, 0, 0))
+                        continue
+                    try:
+                        split_entry(entry)
+                    except CorruptedEntryError as exc:
+                        await pending.put((seq, exc.to_proto(), 0, 0))
+                        continue
+                    await topic.ledger.wait_for_room()
+                    fut = topic.ledger.add_entry(entry)
+                    producer.last_sequence_id = max(producer.last_sequence_id, seq + count - 1)
+                    await pending.put((seq, fut, count, len(entry)))
+        except Exception as exc:
+            log.debug("producer stream %s ended: %s", producer.name, exc)
+        finally:
+            await pending.put(None)
+
+    # ---------------------------------------------------------------- consumers
+
+    async def Consume(self, request_iterator, context):  # type: ignore[no-untyped-def]
+        iterator = request_iterator.__aiter__()
+        try:
+            first = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        if first.WhichOneof("request") != "subscribe":
+            yield broker_pb2.ConsumerResponse(
+                error=error(common_pb2.INVALID_ARGUMENT, "the first message must be 'subscribe'")
+            )
+            return
+        sub_req = first.subscribe
+        try:
+            name = TopicName.parse(sub_req.topic)
+            if not sub_req.subscription:
+                raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
+            if sub_req.sub_type not in broker_pb2.SubType.values():
+                raise BrokerError(
+                    f"unknown subscription type {sub_req.sub_type}", common_pb2.INVALID_ARGUMENT
+                )
+            topic = await self.get_topic(name)
+            consumer = await topic.subscribe(
+                sub_req.subscription,
+                sub_req.sub_type,
+                sub_req.initial_position == broker_pb2.LATEST,
+                sub_req.durable,
+                sub_req.consumer_name or f"{self.broker_name}-c",
+            )
+        except Exception as exc:
+            yield broker_pb2.ConsumerResponse(error=_error_of(exc))
+            return
+        sub = consumer.subscription
+        yield broker_pb2.ConsumerResponse(
+            subscribed=broker_pb2.Subscribed(consumer_name=consumer.name, topic=name.full_name)
+        )
+        reader = asyncio.create_task(self._read_consumer_requests(iterator, consumer))
+        try:
+            while True:
+                resp = await consumer.outbox.get()
+                if resp is None:
+                    break
+                if resp.HasField("deliveries"):
+                    MSGS_OUT.labels(name.full_name).inc(len(resp.deliveries.entry_ids))
+                yield resp
+        finally:
+            reader.cancel()
+            sub.remove_consumer(consumer)
+
+    async def _read_consumer_requests(self, iterator, consumer) -> None:  # type: ignore[no-untyped-def]
+        sub = consumer.subscription
+        try:
+            async for req in iterator:
+                kind = req.WhichOneof("request")
+                if kind == "flow":
+                    consumer.add_permits(req.flow.permits)
+                elif kind == "ack":
+                    ack = req.ack
+                    if len(ack.ledger_ids) != len(ack.entry_ids):
+                        consumer.deliver(
+                            broker_pb2.ConsumerResponse(
+                                ack_error=error(
+                                    common_pb2.INVALID_ARGUMENT,
+                                    "ledger_ids and entry_ids differ in length",
+                                )
+                            )
+                        )
+                        continue
+                    positions = list(zip(ack.ledger_ids, ack.entry_ids, strict=True))
+                    sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE)
+                elif kind == "close":
+                    break
+                else:
+                    consumer.deliver(
+                        broker_pb2.ConsumerResponse(
+                            ack_error=error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}")
+                        )
+                    )
+        except Exception as exc:
+            log.debug("consumer stream %s ended: %s", consumer.name, exc)
+        finally:
+            consumer.closed = True
+            consumer.outbox.put_nowait(None)

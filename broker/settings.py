@@ -1,0 +1,52 @@
+"""Settings of the broker process (section ``[broker]``). Names follow
+Pulsar's ``broker.conf`` in snake_case where Pulsar has the concept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protos.settings import setting
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    host: str = setting("127.0.0.1", "Address the gRPC port listens on and is advertised.")
+    port: int = setting(6650, "gRPC port for clients and admin (0 = pick a free port).")
+    metrics_port: int = setting(8080, "Prometheus /metrics port (0 = free port, -1 = off).")
+    metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
+    cluster_name: str = setting("standalone", "Name of the cluster this broker belongs to.")
+    max_message_size: int = setting(
+        5242880, "Largest entry (a message or a whole batch) a producer may publish, in bytes."
+    )
+    allow_auto_topic_creation: bool = setting(
+        True, "Create a persistent topic of an existing namespace on first use."
+    )
+    managed_ledger_default_ensemble_size: int = setting(1, "Bookies per ledger (E).")
+    managed_ledger_default_write_quorum: int = setting(1, "Copies of each entry (Qw).")
+    managed_ledger_default_ack_quorum: int = setting(
+        1, "Copies confirmed before a publish is acknowledged (Qa)."
+    )
+    managed_ledger_cache_size_mb: int = setting(
+        64, "Memory for recently added entries served to tailing consumers."
+    )
+    managed_ledger_max_outstanding_adds: int = setting(
+        10000, "Entries a topic may have in flight to bookies before publishes wait."
+    )
+    managed_ledger_cursor_persist_interval_ms: int = setting(
+        1000, "A cursor's acknowledgement state is written at most this often (and on close)."
+    )
+    managed_ledger_max_unacked_ranges_to_persist: int = setting(
+        10000, "Individually acknowledged ranges written with a cursor; the rest stay in memory."
+    )
+    dispatcher_max_read_batch_size: int = setting(100, "Most entries read for one dispatch.")
+    dispatcher_max_read_size_bytes: int = setting(5242880, "Most bytes read for one dispatch.")
+    max_topics: int = setting(100000, "Topics one broker serves at once.")
+    max_producers_per_topic: int = setting(10000, "Producers connected to one topic.")
+    max_consumers_per_subscription: int = setting(10000, "Consumers of one subscription.")
+    max_subscriptions_per_topic: int = setting(10000, "Subscriptions of one topic.")
+    max_pending_publish_entries_per_producer: int = setting(
+        10000, "Entries of one producer awaiting storage before the broker stops reading it."
+    )
+    bookie_timeout_ms: int = setting(30000, "Add and read timeout towards bookies.")
+    session_ttl_ms: int = setting(10000, "TTL of the broker's metastore session.")
+    log_level: str = setting("INFO", "Logging level.")

@@ -1,0 +1,208 @@
+"""A persistent topic served by this broker: producers, subscriptions and
+their consumers, on top of its managed ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+
+from broker.dispatcher import SingleActiveConsumerDispatcher
+from broker.managed_ledger import ManagedCursor, ManagedLedger
+from broker.settings import BrokerSettings
+from protos import broker_pb2, common_pb2
+from protos.errors import MagnetarServerError
+from protos.topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+SUB_TYPE_NAMES = {
+    broker_pb2.EXCLUSIVE: "Exclusive",
+    broker_pb2.SHARED: "Shared",
+    broker_pb2.FAILOVER: "Failover",
+    broker_pb2.KEY_SHARED: "Key_Shared",
+}
+
+
+class BrokerError(MagnetarServerError):
+    pass
+
+
+def _err(code: int, message: str) -> BrokerError:
+    return BrokerError(message, code)
+
+
+_producer_ids = itertools.count(1)
+_consumer_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Producer:
+    topic: Topic
+    name: str
+    id: int = field(default_factory=lambda: next(_producer_ids))
+    last_sequence_id: int = -1
+
+
+@dataclass(eq=False)
+class Consumer:
+    subscription: Subscription
+    name: str
+    id: int = field(default_factory=lambda: next(_consumer_ids))
+    permits: int = 0
+    closed: bool = False
+    outbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+
+    def deliver(self, response: broker_pb2.ConsumerResponse) -> None:
+        # Bounded by permits: the dispatcher only delivers against them.
+        self.outbox.put_nowait(response)
+
+    def add_permits(self, n: int) -> None:
+        self.permits += n
+        self.subscription.dispatcher.trigger()
+
+
+class Subscription:
+    def __init__(
+        self, topic: Topic, name: str, sub_type: int, cursor: ManagedCursor
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.sub_type = sub_type
+        self.cursor = cursor
+        self.consumers: list[Consumer] = []
+        settings = topic.settings
+        self.dispatcher = SingleActiveConsumerDispatcher(
+            self, settings.dispatcher_max_read_batch_size, settings.dispatcher_max_read_size_bytes
+        )
+
+    def add_consumer(self, name: str, sub_type: int) -> Consumer:
+        if self.consumers and sub_type != self.sub_type:
+            raise _err(
+                common_pb2.CONSUMER_BUSY,
+                f"subscription {self.name!r} on {self.topic.name} is "
+                f"{SUB_TYPE_NAMES[self.sub_type]} with consumers connected; "
+                f"a {SUB_TYPE_NAMES.get(sub_type, sub_type)} consumer cannot join",
+            )
+        if sub_type != broker_pb2.EXCLUSIVE:
+            raise _err(
+                common_pb2.NOT_ALLOWED,
+                f"subscription type {SUB_TYPE_NAMES.get(sub_type, sub_type)} is not supported "
+                "yet; use Exclusive",
+            )
+        if self.consumers:
+            raise _err(
+                common_pb2.CONSUMER_BUSY,
+                f"exclusive subscription {self.name!r} on {self.topic.name} already has a "
+                f"consumer ({self.consumers[0].name})",
+            )
+        if len(self.consumers) >= self.topic.settings.max_consumers_per_subscription:
+            raise _err(common_pb2.TOO_MANY_REQUESTS, "max_consumers_per_subscription reached")
+        self.sub_type = sub_type
+        consumer = Consumer(self, name)
+        self.consumers.append(consumer)
+        return consumer
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer not in self.consumers:
+            return
+        consumer.closed = True
+        self.consumers.remove(consumer)
+        self.dispatcher.consumer_removed()
+
+    def ack(self, positions: list[tuple[int, int]], cumulative: bool) -> None:
+        self.cursor.ack(positions, cumulative)
+
+    def on_new_entries(self) -> None:
+        if self.consumers:
+            self.dispatcher.trigger()
+
+
+class Topic:
+    def __init__(self, name: TopicName, ledger: ManagedLedger, settings: BrokerSettings) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.settings = settings
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self._sub_lock = asyncio.Lock()
+        self.ledger.add_listener(self._on_new_entries)
+
+    def _on_new_entries(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.on_new_entries()
+
+    async def load_cursors(self) -> None:
+        for name in await self.ledger.cursor_names():
+            cursor, _ = await ManagedCursor.open(
+                self.ledger,
+                name,
+                initial_position_latest=True,
+                durable=True,
+                persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
+                max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
+            )
+            self.subscriptions[name] = Subscription(self, name, broker_pb2.EXCLUSIVE, cursor)
+
+    # ---------------------------------------------------------------- producers
+
+    def add_producer(self, requested_name: str, broker_name: str) -> Producer:
+        if len(self.producers) >= self.settings.max_producers_per_topic:
+            raise _err(
+                common_pb2.TOO_MANY_REQUESTS,
+                f"{self.name} already has {len(self.producers)} producers "
+                f"(max_producers_per_topic = {self.settings.max_producers_per_topic})",
+            )
+        if requested_name:
+            if requested_name in self.producers:
+                raise _err(
+                    common_pb2.PRODUCER_BUSY,
+                    f"a producer named {requested_name!r} is already connected to {self.name}",
+                )
+            name = requested_name
+        else:
+            name = f"{broker_name}-{next(_producer_ids)}"
+            while name in self.producers:
+                name = f"{broker_name}-{next(_producer_ids)}"
+        producer = Producer(self, name)
+        self.producers[name] = producer
+        return producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+
+    # ---------------------------------------------------------------- consumers
+
+    async def subscribe(
+        self, sub_name: str, sub_type: int, latest: bool, durable: bool, consumer_name: str
+    ) -> Consumer:
+        async with self._sub_lock:
+            sub = self.subscriptions.get(sub_name)
+            if sub is None:
+                if len(self.subscriptions) >= self.settings.max_subscriptions_per_topic:
+                    raise _err(
+                        common_pb2.TOO_MANY_REQUESTS,
+                        f"{self.name} already has {len(self.subscriptions)} subscriptions",
+                    )
+                cursor, _ = await ManagedCursor.open(
+                    self.ledger,
+                    sub_name,
+                    initial_position_latest=latest,
+                    durable=durable,
+                    persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
+                    max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
+                )
+                sub = Subscription(self, sub_name, sub_type, cursor)
+                self.subscriptions[sub_name] = sub
+            return sub.add_consumer(consumer_name, sub_type)
+
+    async def close(self) -> None:
+        self.ledger.remove_listener(self._on_new_entries)
+        for sub in list(self.subscriptions.values()):
+            for consumer in list(sub.consumers):
+                consumer.closed = True
+                consumer.outbox.put_nowait(None)
+            await sub.cursor.close()
+        await self.ledger.close()

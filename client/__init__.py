@@ -1,0 +1,48 @@
+"""The Magnetar SDK, with the Pulsar Python client's names (see API.md).
+
+    from client import Client
+    c = Client("magnetar://localhost:6650")
+    p = c.create_producer("my-topic")
+    p.send(b"hello")
+
+``client.aio`` has the same API as coroutines.
+"""
+
+from client._sync import Client, Consumer, Producer
+from client.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    HashingScheme,
+    InitialPosition,
+    KeySharedMode,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+    Result,
+    SubscriptionMode,
+)
+from client.exceptions import *  # noqa: F403 - every Pulsar-named exception
+from client.exceptions import MagnetarError
+from client.message import Message
+from protos.message_id import MessageId
+
+__all__ = [
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerType",
+    "HashingScheme",
+    "InitialPosition",
+    "KeySharedMode",
+    "MagnetarError",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "RegexSubscriptionMode",
+    "Result",
+    "SubscriptionMode",
+]

@@ -1,0 +1,426 @@
+"""The producer engine shared by the sync and asyncio APIs.
+
+Theory of operation. Messages are added to an open batch under a lock, from
+any thread; the batch is sealed into one entry when it reaches
+``batching_max_messages`` or ``batching_max_allowed_size_in_bytes``, when its
+``batching_max_publish_delay_ms`` timer fires, on ``flush()``, or at once
+for a synchronous ``send``. Sealed entries wait in ``_ready`` until the
+event-loop writer sends everything ready in one stream message; the loop is
+woken once per sealed batch, not once per message. Receipts come back in
+send order and complete each message's callback with its MessageId.
+``max_pending_messages`` bounds the messages between ``send`` and receipt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from client._connection import Connection
+from client.exceptions import (
+    AlreadyClosed,
+    InvalidConfiguration,
+    MagnetarError,
+    MessageTooBig,
+    ProducerQueueIsFull,
+    Timeout,
+    from_wire,
+)
+from client.message import Callback, PendingMessage, build_entry
+from protos import broker_pb2
+from protos.message_id import MessageId
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ProducerOptions:
+    producer_name: str | None = None
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30000
+    max_pending_messages: int = 1000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = True
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 131072
+    batching_max_publish_delay_ms: int = 10
+
+    def validate(self) -> None:
+        if self.max_pending_messages < 1:
+            raise InvalidConfiguration(
+                f"max_pending_messages is {self.max_pending_messages}; it must be >= 1"
+            )
+        if self.batching_max_messages < 1:
+            raise InvalidConfiguration(
+                f"batching_max_messages is {self.batching_max_messages}; it must be >= 1"
+            )
+        if self.send_timeout_millis < 0:
+            raise InvalidConfiguration(
+                f"send_timeout_millis is {self.send_timeout_millis}; use 0 for none or > 0"
+            )
+
+
+class _Batch:
+    __slots__ = ("deadline", "messages", "num_messages", "sent_at", "sequence_id", "entry")
+
+    def __init__(self, messages: list[PendingMessage], entry: bytes) -> None:
+        self.messages = messages
+        self.entry = entry
+        self.sequence_id = messages[0].sequence_id
+        self.num_messages = len(messages)
+        self.sent_at = 0.0
+
+
+class ProducerEngine:
+    def __init__(
+        self,
+        connection: Connection,
+        topic: str,
+        options: ProducerOptions,
+        loop: asyncio.AbstractEventLoop,
+        partition: int = -1,
+    ) -> None:
+        options.validate()
+        self.connection = connection
+        self.topic = topic
+        self.opts = options
+        self.loop = loop
+        self.partition = partition
+        self.name = ""
+        self.max_message_size = 5 * 1024 * 1024
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._open: list[PendingMessage] = []
+        self._open_bytes = 0
+        self._timer_armed = False
+        self._ready: collections.deque[_Batch] = collections.deque()
+        self._inflight: collections.deque[_Batch] = collections.deque()
+        self._pending = 0
+        self._kicked = False
+        self._wake = asyncio.Event()
+        self._next_seq = 0
+        self._last_seq_published = -1
+        self.closed = False
+        self.failure: MagnetarError | None = None
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        await self.connection.ensure_ready()
+        self._call = self.connection.stub.Produce()
+        await self._call.write(
+            broker_pb2.ProducerRequest(
+                create=broker_pb2.CreateProducer(
+                    topic=self.topic, producer_name=self.opts.producer_name or ""
+                )
+            )
+        )
+        resp = await self._call.read()
+        if resp is grpc.aio.EOF:
+            raise from_wire_or(None, f"the broker closed the producer stream on {self.topic}")
+        if resp.HasField("error"):
+            self._call.cancel()
+            raise from_wire(resp.error)
+        created = resp.created
+        self.name = created.producer_name
+        self.max_message_size = created.max_message_size
+        self.topic = created.topic
+        if self.opts.initial_sequence_id is not None:
+            self._next_seq = self.opts.initial_sequence_id + 1
+            self._last_seq_published = self.opts.initial_sequence_id
+        elif created.last_sequence_id >= 0:
+            self._next_seq = created.last_sequence_id + 1
+            self._last_seq_published = created.last_sequence_id
+        self._tasks = [
+            self.loop.create_task(self._writer()),
+            self.loop.create_task(self._reader()),
+        ]
+        if self.opts.send_timeout_millis:
+            self._tasks.append(self.loop.create_task(self._timeouts()))
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            await self.flush()
+        finally:
+            self.closed = True
+            with self._space:
+                self._space.notify_all()
+            if self._call is not None:
+                try:
+                    await self._call.write(
+                        broker_pb2.ProducerRequest(close=broker_pb2.CloseProducer())
+                    )
+                    await self._call.done_writing()
+                except Exception:
+                    pass
+            for task in self._tasks:
+                task.cancel()
+            self._fail_all(AlreadyClosed(f"producer {self.name} on {self.topic} is closed"))
+
+    @property
+    def last_sequence_id(self) -> int:
+        return self._last_seq_published
+
+    # ------------------------------------------------------------ sending (any thread)
+
+    def enqueue(
+        self,
+        payload: bytes,
+        callback: Callback,
+        *,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: bytes | None = None,
+        sequence_id: int | None = None,
+        event_timestamp: int | None = None,
+        flush_now: bool = False,
+        may_block: bool = True,
+    ) -> None:
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"message content must be bytes, not {type(payload).__name__}")
+        payload = bytes(payload)
+        if len(payload) > self.max_message_size:
+            raise MessageTooBig(
+                f"message of {len(payload)} bytes is over the broker's max_message_size "
+                f"({self.max_message_size} bytes)"
+            )
+        sealed = False
+        with self._space:
+            self._check_open()
+            if self._pending >= self.opts.max_pending_messages:
+                if not (self.opts.block_if_queue_full and may_block):
+                    raise ProducerQueueIsFull(
+                        f"{self._pending} messages are pending on {self.topic} "
+                        f"(max_pending_messages = {self.opts.max_pending_messages})"
+                    )
+                while self._pending >= self.opts.max_pending_messages:
+                    self._space.wait(timeout=0.5)
+                    self._check_open()
+            if sequence_id is None:
+                seq = self._next_seq
+            else:
+                seq = int(sequence_id)
+            self._next_seq = seq + 1
+            msg = PendingMessage(
+                payload,
+                seq,
+                callback,
+                properties,
+                partition_key,
+                ordering_key,
+                int(event_timestamp) if event_timestamp is not None else 0,
+            )
+            self._pending += 1
+            if self._open and (
+                self._open_bytes + len(payload) > self.opts.batching_max_allowed_size_in_bytes
+            ):
+                self._seal_locked()
+                sealed = True
+            self._open.append(msg)
+            self._open_bytes += len(payload)
+            if (
+                flush_now
+                or not self.opts.batching_enabled
+                or len(self._open) >= self.opts.batching_max_messages
+                or self._open_bytes >= self.opts.batching_max_allowed_size_in_bytes
+            ):
+                self._seal_locked()
+                sealed = True
+            arm = bool(self._open) and not self._timer_armed
+            if arm:
+                self._timer_armed = True
+        if sealed:
+            self._kick()
+        if arm:
+            self._call_in_loop(self._arm_timer)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise AlreadyClosed(f"producer {self.name} on {self.topic} is closed")
+        if self.failure is not None:
+            raise self.failure
+
+    def _seal_locked(self) -> None:
+        messages, self._open, self._open_bytes = self._open, [], 0
+        if not messages:
+            return
+        entry = build_entry(messages, self.name, int(time.time() * 1000))
+        self._ready.append(_Batch(messages, entry))
+
+    def _call_in_loop(self, fn) -> None:  # type: ignore[no-untyped-def]
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            fn()
+        else:
+            self.loop.call_soon_threadsafe(fn)
+
+    def _kick(self) -> None:
+        with self._lock:
+            if self._kicked:
+                return
+            self._kicked = True
+        self._call_in_loop(self._wake.set)
+
+    def _arm_timer(self) -> None:
+        self.loop.call_later(self.opts.batching_max_publish_delay_ms / 1000, self._timer_fired)
+
+    def _timer_fired(self) -> None:
+        with self._lock:
+            self._timer_armed = False
+            self._seal_locked()
+            has_ready = bool(self._ready)
+        if has_ready:
+            self._kick()
+
+    def seal_open_batch(self) -> None:
+        with self._lock:
+            self._seal_locked()
+            has_ready = bool(self._ready)
+        if has_ready:
+            self._kick()
+
+    async def flush(self) -> None:
+        self.seal_open_batch()
+        while True:
+            with self._lock:
+                if not self._ready and not self._inflight:
+                    return
+                self._drained.clear()
+            await self._drained.wait()
+
+    # ------------------------------------------------------------ loop side
+
+    async def _writer(self) -> None:
+        assert self._call is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                self._kicked = False
+                batches = list(self._ready)
+                self._ready.clear()
+            if not batches:
+                continue
+            req = broker_pb2.ProducerRequest()
+            send = req.send
+            now = time.monotonic()
+            for b in batches:
+                b.sent_at = now
+                send.sequence_ids.append(b.sequence_id)
+                send.num_messages.append(b.num_messages)
+                send.entries.append(b.entry)
+                self._inflight.append(b)
+            try:
+                await self._call.write(req)
+            except Exception as exc:
+                self._fail_all(from_wire_or(exc, "sending to the broker failed"))
+                return
+
+    async def _reader(self) -> None:
+        assert self._call is not None
+        try:
+            while (resp := await self._call.read()) is not grpc.aio.EOF:
+                kind = resp.WhichOneof("response")
+                if kind == "receipts":
+                    r = resp.receipts
+                    for seq, ledger_id, entry_id in zip(
+                        r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
+                    ):
+                        self._complete(seq, ledger_id, entry_id, None)
+                elif kind == "send_error":
+                    self._complete(resp.send_error.sequence_id, -1, -1, from_wire(resp.send_error.error))
+                elif kind == "error":
+                    self._fail_all(from_wire(resp.error))
+                    return
+            if not self.closed:
+                self._fail_all(
+                    from_wire_or(None, f"the broker closed producer {self.name} on {self.topic}")
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not self.closed:
+                self._fail_all(from_wire_or(exc, "the connection to the broker failed"))
+
+    def _complete(
+        self, seq: int, ledger_id: int, entry_id: int, exc: MagnetarError | None
+    ) -> None:
+        if not self._inflight or self._inflight[0].sequence_id != seq:
+            log.warning("%s: receipt for unexpected sequence id %d", self.topic, seq)
+            return
+        batch = self._inflight.popleft()
+        n = batch.num_messages
+        with self._space:
+            self._pending -= n
+            self._space.notify_all()
+            drained = not self._inflight and not self._ready
+        if exc is None:
+            self._last_seq_published = max(self._last_seq_published, batch.messages[-1].sequence_id)
+        for i, m in enumerate(batch.messages):
+            mid = (
+                MessageId(ledger_id, entry_id, self.partition, -1 if n == 1 else i)
+                if exc is None
+                else None
+            )
+            try:
+                m.callback(exc, mid)
+            except Exception:
+                log.exception("send callback failed")
+        if drained:
+            self._drained.set()
+
+    def _fail_all(self, exc: MagnetarError) -> None:
+        if self.failure is None and not isinstance(exc, AlreadyClosed):
+            self.failure = exc
+        with self._space:
+            batches = list(self._inflight) + list(self._ready)
+            self._inflight.clear()
+            self._ready.clear()
+            if self._open:
+                batches.append(_Batch(self._open, b""))
+                self._open, self._open_bytes = [], 0
+            self._pending = 0
+            self._space.notify_all()
+        for b in batches:
+            for m in b.messages:
+                try:
+                    m.callback(exc, None)
+                except Exception:
+                    log.exception("send callback failed")
+        self._drained.set()
+
+    async def _timeouts(self) -> None:
+        limit = self.opts.send_timeout_millis / 1000
+        while True:
+            await asyncio.sleep(min(limit / 4, 0.5))
+            if self._inflight and time.monotonic() - self._inflight[0].sent_at > limit:
+                self._fail_all(
+                    Timeout(
+                        f"no receipt from the broker within send_timeout_millis "
+                        f"({self.opts.send_timeout_millis} ms) on {self.topic}"
+                    )
+                )
+
+
+def from_wire_or(exc: BaseException | None, what: str) -> MagnetarError:
+    from client.exceptions import ConnectError
+
+    if isinstance(exc, MagnetarError):
+        return exc
+    detail = f": {exc}" if exc is not None else ""
+    return ConnectError(f"{what}{detail}")

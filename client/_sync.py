@@ -1,0 +1,204 @@
+"""The synchronous API: the asyncio engines run on a private loop thread.
+
+Sends and receives do not hop threads per message: the producer batches in
+the caller's thread and wakes the loop once per batch, and received messages
+wait in a thread-safe queue (see ``_producer.py`` and ``_consumer.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from client import aio
+from client.enums import Result
+from client.exceptions import AlreadyClosed, MagnetarError, Timeout
+from client.message import Message
+from protos.message_id import MessageId
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _LoopThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="magnetar-client", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise Timeout(f"the operation did not finish within {timeout:g} s") from None
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class Producer:
+    def __init__(self, inner: aio.Producer, runner: _LoopThread, timeout_s: float) -> None:
+        self._inner = inner
+        self._engine = inner._engine
+        self._runner = runner
+        self._timeout_s = timeout_s
+
+    def send(self, content: bytes, **kwargs: Any) -> MessageId:
+        """Publish and wait until the message is stored; returns its MessageId."""
+        done = threading.Event()
+        outcome: list[Any] = [None, None]
+
+        def callback(exc: BaseException | None, mid: MessageId | None) -> None:
+            outcome[0], outcome[1] = exc, mid
+            done.set()
+
+        self._engine.enqueue(content, callback, flush_now=True, **aio._send_kwargs(kwargs))
+        limit = self._engine.opts.send_timeout_millis / 1000 or None
+        if not done.wait(None if limit is None else limit + 5):
+            raise Timeout(f"no receipt within {limit:g} s on {self._engine.topic}")
+        if outcome[0] is not None:
+            raise outcome[0]
+        return outcome[1]  # type: ignore[no-any-return]
+
+    def send_async(
+        self,
+        content: bytes,
+        callback: Callable[[Result, MessageId | None], None] | None,
+        **kwargs: Any,
+    ) -> None:
+        """Publish without waiting; ``callback(result, msg_id)`` runs on the client thread."""
+
+        def done(exc: BaseException | None, mid: MessageId | None) -> None:
+            if callback is None:
+                return
+            result = exc.result if isinstance(exc, MagnetarError) else (
+                Result.UnknownError if exc is not None else Result.Ok
+            )
+            try:
+                callback(result, mid)
+            except Exception:
+                log.exception("send_async callback raised; ignored")
+
+        self._engine.enqueue(content, done, **aio._send_kwargs(kwargs))
+
+    def flush(self) -> None:
+        self._runner.run(self._engine.flush(), None)
+
+    def close(self) -> None:
+        self._runner.run(self._engine.close(), self._timeout_s)
+
+    def topic(self) -> str:
+        return self._inner.topic()
+
+    def producer_name(self) -> str:
+        return self._inner.producer_name()
+
+    def last_sequence_id(self) -> int:
+        return self._inner.last_sequence_id()
+
+    def is_connected(self) -> bool:
+        return self._inner.is_connected()
+
+
+class Consumer:
+    def __init__(self, inner: aio.Consumer, runner: _LoopThread, timeout_s: float) -> None:
+        self._inner = inner
+        self._engine = inner._engine
+        self._runner = runner
+        self._timeout_s = timeout_s
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        return self._engine.receive_blocking(timeout_millis)
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        self._engine.acknowledge(message)
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        self._engine.acknowledge_cumulative(message)
+
+    def close(self) -> None:
+        self._runner.run(self._engine.close(), self._timeout_s)
+
+    def topic(self) -> str:
+        return self._inner.topic()
+
+    def subscription_name(self) -> str:
+        return self._inner.subscription_name()
+
+    def consumer_name(self) -> str:
+        return self._inner.consumer_name()
+
+    def is_connected(self) -> bool:
+        return self._inner.is_connected()
+
+
+class Client:
+    """A connection to a Magnetar cluster (``magnetar://host:port``)."""
+
+    def __init__(
+        self,
+        service_url: str,
+        authentication: Any = None,
+        operation_timeout_seconds: int = 30,
+        connection_timeout_ms: int = 10000,
+        **kwargs: Any,
+    ) -> None:
+        self._timeout_s = float(operation_timeout_seconds)
+        self._runner = _LoopThread()
+        try:
+            self._inner = aio.Client(
+                service_url,
+                authentication=authentication,
+                operation_timeout_seconds=operation_timeout_seconds,
+                connection_timeout_ms=connection_timeout_ms,
+                **kwargs,
+            )
+        except BaseException:
+            self._runner.stop()
+            raise
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+
+    def create_producer(self, topic: str, **options: Any) -> Producer:
+        self._check()
+        inner = self._runner.run(self._inner.create_producer(topic, **options), self._timeout_s + 1)
+        return Producer(inner, self._runner, self._timeout_s)
+
+    def subscribe(self, topic: str, subscription_name: str, **options: Any) -> Consumer:
+        self._check()
+        inner = self._runner.run(
+            self._inner.subscribe(topic, subscription_name, **options), self._timeout_s + 1
+        )
+        return Consumer(inner, self._runner, self._timeout_s)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._runner.run(self._inner.close(), self._timeout_s)
+        finally:
+            self._runner.stop()
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

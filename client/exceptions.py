@@ -1,0 +1,179 @@
+"""The SDK's exceptions: one per non-Ok :class:`Result`, named like Pulsar's.
+
+``MagnetarError`` is the base. The broker's wire codes map onto these in
+:func:`from_wire`; every message names the wrong value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from protos import common_pb2
+
+from client.enums import Result
+
+
+class MagnetarError(Exception):
+    result: Result = Result.UnknownError
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.result.name)
+
+
+class UnknownError(MagnetarError):
+    result = Result.UnknownError
+
+
+class InvalidConfiguration(MagnetarError, ValueError):
+    result = Result.InvalidConfiguration
+
+
+class Timeout(MagnetarError):
+    result = Result.Timeout
+
+
+class LookupError(MagnetarError):  # noqa: A001 - Pulsar's name
+    result = Result.LookupError
+
+
+class ConnectError(MagnetarError):
+    result = Result.ConnectError
+
+
+class ReadError(MagnetarError):
+    result = Result.ReadError
+
+
+class AuthenticationError(MagnetarError):
+    result = Result.AuthenticationError
+
+
+class AuthorizationError(MagnetarError):
+    result = Result.AuthorizationError
+
+
+class BrokerMetadataError(MagnetarError):
+    result = Result.BrokerMetadataError
+
+
+class BrokerPersistenceError(MagnetarError):
+    result = Result.BrokerPersistenceError
+
+
+class ChecksumError(MagnetarError):
+    result = Result.ChecksumError
+
+
+class ConsumerBusy(MagnetarError):
+    result = Result.ConsumerBusy
+
+
+class NotConnected(MagnetarError):
+    result = Result.NotConnected
+
+
+class AlreadyClosed(MagnetarError):
+    result = Result.AlreadyClosed
+
+
+class InvalidMessage(MagnetarError):
+    result = Result.InvalidMessage
+
+
+class ProducerBusy(MagnetarError):
+    result = Result.ProducerBusy
+
+
+class InvalidTopicName(MagnetarError, ValueError):
+    result = Result.InvalidTopicName
+
+
+class InvalidUrl(MagnetarError, ValueError):
+    result = Result.InvalidUrl
+
+
+class ServiceUnitNotReady(MagnetarError):
+    result = Result.ServiceUnitNotReady
+
+
+class OperationNotSupported(MagnetarError):
+    result = Result.OperationNotSupported
+
+
+class ProducerBlockedQuotaExceededError(MagnetarError):
+    result = Result.ProducerBlockedQuotaExceededError
+
+
+class ProducerBlockedQuotaExceededException(MagnetarError):
+    result = Result.ProducerBlockedQuotaExceededException
+
+
+class ProducerQueueIsFull(MagnetarError):
+    result = Result.ProducerQueueIsFull
+
+
+class MessageTooBig(MagnetarError):
+    result = Result.MessageTooBig
+
+
+class TopicNotFound(MagnetarError):
+    result = Result.TopicNotFound
+
+
+class SubscriptionNotFound(MagnetarError):
+    result = Result.SubscriptionNotFound
+
+
+class ConsumerNotFound(MagnetarError):
+    result = Result.ConsumerNotFound
+
+
+class TopicTerminated(MagnetarError):
+    result = Result.TopicTerminated
+
+
+class IncompatibleSchema(MagnetarError):
+    result = Result.IncompatibleSchema
+
+
+class CumulativeAcknowledgementNotAllowedError(MagnetarError):
+    result = Result.CumulativeAcknowledgementNotAllowedError
+
+
+class NotAllowedError(MagnetarError):
+    result = Result.NotAllowedError
+
+
+class ProducerFenced(MagnetarError):
+    result = Result.ProducerFenced
+
+
+class Interrupted(MagnetarError):
+    result = Result.Interrupted
+
+
+BY_RESULT: dict[Result, type[MagnetarError]] = {
+    cls.result: cls for cls in MagnetarError.__subclasses__()
+}
+
+_WIRE: dict[int, type[MagnetarError]] = {
+    common_pb2.UNKNOWN_ERROR: UnknownError,
+    common_pb2.INVALID_ARGUMENT: InvalidConfiguration,
+    common_pb2.INVALID_TOPIC_NAME: InvalidTopicName,
+    common_pb2.MESSAGE_TOO_BIG: MessageTooBig,
+    common_pb2.CONSUMER_BUSY: ConsumerBusy,
+    common_pb2.PRODUCER_BUSY: ProducerBusy,
+    common_pb2.TOPIC_NOT_FOUND: TopicNotFound,
+    common_pb2.SUBSCRIPTION_NOT_FOUND: SubscriptionNotFound,
+    common_pb2.NOT_ALLOWED: NotAllowedError,
+    common_pb2.ALREADY_CLOSED: AlreadyClosed,
+    common_pb2.TIMEOUT: Timeout,
+    common_pb2.SERVICE_NOT_READY: ServiceUnitNotReady,
+    common_pb2.PERSISTENCE_ERROR: BrokerPersistenceError,
+    common_pb2.CORRUPTED_MESSAGE: InvalidMessage,
+    common_pb2.TOO_MANY_REQUESTS: NotAllowedError,
+    common_pb2.UNAUTHORIZED: AuthorizationError,
+}
+
+
+def from_wire(err: common_pb2.Error) -> MagnetarError:
+    """The exception for a broker's error message."""
+    return _WIRE.get(err.code, UnknownError)(err.message)

@@ -1,0 +1,270 @@
+"""Messages as consumers see them, and how producers pack them into entries.
+
+A batch of N > 1 messages becomes one entry whose payload holds N records
+(``protos.entry``); a batch of one message is stored as a plain message, so
+its id has batch index -1, as with Pulsar's clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from protos import common_pb2
+from protos.entry import encode_entry, iter_batch, split_entry
+from protos.message_id import MessageId
+
+
+class Message:
+    """A received message. Accessors are methods, as in the Pulsar client."""
+
+    __slots__ = (
+        "_batch",
+        "_data",
+        "_event_time",
+        "_id",
+        "_ordering_key",
+        "_partition_key",
+        "_producer",
+        "_properties",
+        "_publish_time",
+        "_redelivery",
+        "_schema_version",
+        "_topic",
+    )
+
+    def __init__(
+        self,
+        data: bytes,
+        message_id: MessageId,
+        topic: str,
+        properties: dict[str, str],
+        partition_key: str | None,
+        ordering_key: bytes | None,
+        publish_time: int,
+        event_time: int,
+        producer: str,
+        redelivery_count: int,
+        schema_version: bytes,
+        batch: BatchAckTracker | None,
+    ) -> None:
+        self._data = data
+        self._id = message_id
+        self._topic = topic
+        self._properties = properties
+        self._partition_key = partition_key
+        self._ordering_key = ordering_key
+        self._publish_time = publish_time
+        self._event_time = event_time
+        self._producer = producer
+        self._redelivery = redelivery_count
+        self._schema_version = schema_version
+        self._batch = batch
+
+    def data(self) -> bytes:
+        return self._data
+
+    def value(self) -> Any:
+        """Without a schema the value is the raw bytes."""
+        return self._data
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
+
+    def partition_key(self) -> str:
+        return self._partition_key or ""
+
+    def ordering_key(self) -> bytes:
+        return self._ordering_key or b""
+
+    def publish_timestamp(self) -> int:
+        return self._publish_time
+
+    def event_timestamp(self) -> int:
+        return self._event_time
+
+    def message_id(self) -> MessageId:
+        return self._id
+
+    def topic_name(self) -> str:
+        return self._topic
+
+    def redelivery_count(self) -> int:
+        return self._redelivery
+
+    def schema_version(self) -> bytes:
+        return self._schema_version
+
+    def producer_name(self) -> str:
+        return self._producer
+
+    def __repr__(self) -> str:
+        return f"Message(id={self._id}, {len(self._data)} bytes)"
+
+
+class BatchAckTracker:
+    """Which messages of one batch entry the application acknowledged.
+
+    The broker tracks whole entries; the entry is acknowledged once every
+    message of its batch is (Pulsar's behaviour without batch-index acks).
+    """
+
+    __slots__ = ("outstanding", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.outstanding = set(range(size))
+
+    def ack(self, batch_index: int) -> bool:
+        """True when this ack completes the batch."""
+        if not self.outstanding:
+            return False
+        self.outstanding.discard(batch_index)
+        return not self.outstanding
+
+    def ack_through(self, batch_index: int) -> bool:
+        before = bool(self.outstanding)
+        self.outstanding -= set(range(batch_index + 1))
+        return before and not self.outstanding
+
+
+def _props(kvs: Any) -> dict[str, str]:
+    return {kv.key: kv.value for kv in kvs} if kvs else {}
+
+
+def unpack_entry(
+    entry: bytes,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    topic: str,
+    redelivery_count: int,
+) -> list[Message]:
+    meta, payload = split_entry(entry)
+    if not meta.HasField("num_messages_in_batch"):
+        return [
+            Message(
+                bytes(payload),
+                MessageId(ledger_id, entry_id, partition, -1),
+                topic,
+                _props(meta.properties),
+                meta.partition_key if meta.HasField("partition_key") else None,
+                meta.ordering_key if meta.HasField("ordering_key") else None,
+                meta.publish_time,
+                meta.event_time,
+                meta.producer_name,
+                redelivery_count,
+                meta.schema_version,
+                None,
+            )
+        ]
+    count = meta.num_messages_in_batch
+    tracker = BatchAckTracker(count)
+    out = []
+    for i, (smm, data) in enumerate(iter_batch(payload, count)):
+        out.append(
+            Message(
+                data,
+                MessageId(ledger_id, entry_id, partition, i),
+                topic,
+                _props(smm.properties),
+                smm.partition_key if smm.HasField("partition_key") else None,
+                smm.ordering_key if smm.HasField("ordering_key") else None,
+                meta.publish_time,
+                smm.event_time,
+                meta.producer_name,
+                redelivery_count,
+                meta.schema_version,
+                tracker,
+            )
+        )
+    return out
+
+
+# A pending message: payload, its options, and what to call with the outcome.
+Callback = Callable[[BaseException | None, MessageId | None], None]
+
+
+class PendingMessage:
+    __slots__ = (
+        "callback",
+        "event_time",
+        "ordering_key",
+        "partition_key",
+        "payload",
+        "properties",
+        "sequence_id",
+    )
+
+    def __init__(
+        self,
+        payload: bytes,
+        sequence_id: int,
+        callback: Callback,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: bytes | None = None,
+        event_time: int = 0,
+    ) -> None:
+        self.payload = payload
+        self.sequence_id = sequence_id
+        self.callback = callback
+        self.properties = properties
+        self.partition_key = partition_key
+        self.ordering_key = ordering_key
+        self.event_time = event_time
+
+
+def _kvs(props: dict[str, str]) -> list[common_pb2.KeyValue]:
+    return [common_pb2.KeyValue(key=k, value=v) for k, v in props.items()]
+
+
+def build_entry(
+    messages: list[PendingMessage], producer_name: str, publish_time_ms: int
+) -> bytes:
+    """One entry for a batch of messages (plain when there is one)."""
+    first = messages[0]
+    meta = common_pb2.MessageMetadata(
+        producer_name=producer_name,
+        sequence_id=first.sequence_id,
+        publish_time=publish_time_ms,
+        highest_sequence_id=messages[-1].sequence_id,
+    )
+    if len(messages) == 1:
+        if first.properties:
+            meta.properties.extend(_kvs(first.properties))
+        if first.partition_key is not None:
+            meta.partition_key = first.partition_key
+        if first.ordering_key is not None:
+            meta.ordering_key = first.ordering_key
+        meta.event_time = first.event_time
+        meta.uncompressed_size = len(first.payload)
+        return encode_entry(meta, first.payload)
+    parts: list[bytes] = []
+    smm = common_pb2.SingleMessageMetadata()
+    plain = b""
+    for m in messages:
+        if m.properties or m.partition_key is not None or m.ordering_key is not None or m.event_time:
+            rec = common_pb2.SingleMessageMetadata(
+                payload_size=len(m.payload), sequence_id=m.sequence_id, event_time=m.event_time
+            )
+            if m.properties:
+                rec.properties.extend(_kvs(m.properties))
+            if m.partition_key is not None:
+                rec.partition_key = m.partition_key
+            if m.ordering_key is not None:
+                rec.ordering_key = m.ordering_key
+            head = rec.SerializeToString()
+        else:
+            smm.payload_size = len(m.payload)
+            smm.sequence_id = m.sequence_id
+            head = smm.SerializeToString()
+        parts.append(len(head).to_bytes(4, "big"))
+        parts.append(head)
+        parts.append(m.payload)
+    plain = b"".join(parts)
+    meta.num_messages_in_batch = len(messages)
+    meta.uncompressed_size = len(plain)
+    if messages[0].partition_key is not None:
+        meta.partition_key = messages[0].partition_key
+    return encode_entry(meta, plain)

@@ -1,0 +1,34 @@
+"""Settings of the metastore process (section ``[metastore]``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protos.settings import setting
+
+
+@dataclass(frozen=True)
+class MetastoreSettings:
+    host: str = setting("127.0.0.1", "Address the gRPC and Raft ports listen on.")
+    port: int = setting(2379, "gRPC port for clients (0 = pick a free port).")
+    raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")
+    metrics_port: int = setting(7000, "Prometheus /metrics port (0 = free port, -1 = off).")
+    data_dir: str = setting("./data/metastore", "Directory of the Raft journal and snapshot.")
+    peers: str = setting(
+        "", "Comma-separated Raft addresses of the other nodes (empty = a one-node cluster)."
+    )
+    max_value_size_bytes: int = setting(1048576, "Largest value a put may store.")
+    max_sessions: int = setting(10000, "Most sessions the store holds at once.")
+    max_session_ttl_ms: int = setting(300000, "Longest TTL a session may ask for.")
+    min_session_ttl_ms: int = setting(1000, "Shortest TTL a session may ask for.")
+    session_check_interval_ms: int = setting(
+        200, "How often the leader looks for sessions whose TTL ran out."
+    )
+    tick_period_ms: int = setting(50, "Longest wait of the Raft loop when nothing happens.")
+    election_timeout_min_ms: int = setting(150, "Raft election timeout, lower bound.")
+    election_timeout_max_ms: int = setting(300, "Raft election timeout, upper bound.")
+    log_compaction_min_entries: int = setting(
+        5000, "Raft log entries after which a snapshot replaces the log."
+    )
+    write_timeout_ms: int = setting(10000, "How long a write may wait for its Raft commit.")
+    log_level: str = setting("INFO", "Logging level.")

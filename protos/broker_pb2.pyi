@@ -1,0 +1,192 @@
+from protos import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXCLUSIVE: _ClassVar[SubType]
+    SHARED: _ClassVar[SubType]
+    FAILOVER: _ClassVar[SubType]
+    KEY_SHARED: _ClassVar[SubType]
+
+class InitialPositionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LATEST: _ClassVar[InitialPositionType]
+    EARLIEST: _ClassVar[InitialPositionType]
+
+class AckType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INDIVIDUAL: _ClassVar[AckType]
+    CUMULATIVE: _ClassVar[AckType]
+EXCLUSIVE: SubType
+SHARED: SubType
+FAILOVER: SubType
+KEY_SHARED: SubType
+LATEST: InitialPositionType
+EARLIEST: InitialPositionType
+INDIVIDUAL: AckType
+CUMULATIVE: AckType
+
+class CreateProducer(_message.Message):
+    __slots__ = ("topic", "producer_name", "properties")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    producer_name: str
+    properties: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
+    def __init__(self, topic: _Optional[str] = ..., producer_name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ...) -> None: ...
+
+class SendEntries(_message.Message):
+    __slots__ = ("sequence_ids", "num_messages", "entries")
+    SEQUENCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    NUM_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    sequence_ids: _containers.RepeatedScalarFieldContainer[int]
+    num_messages: _containers.RepeatedScalarFieldContainer[int]
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ..., num_messages: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class CloseProducer(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ProducerRequest(_message.Message):
+    __slots__ = ("create", "send", "close")
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    SEND_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    create: CreateProducer
+    send: SendEntries
+    close: CloseProducer
+    def __init__(self, create: _Optional[_Union[CreateProducer, _Mapping]] = ..., send: _Optional[_Union[SendEntries, _Mapping]] = ..., close: _Optional[_Union[CloseProducer, _Mapping]] = ...) -> None: ...
+
+class ProducerCreated(_message.Message):
+    __slots__ = ("producer_name", "last_sequence_id", "max_message_size", "topic")
+    PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    producer_name: str
+    last_sequence_id: int
+    max_message_size: int
+    topic: str
+    def __init__(self, producer_name: _Optional[str] = ..., last_sequence_id: _Optional[int] = ..., max_message_size: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class SendReceipts(_message.Message):
+    __slots__ = ("sequence_ids", "ledger_ids", "entry_ids")
+    SEQUENCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    sequence_ids: _containers.RepeatedScalarFieldContainer[int]
+    ledger_ids: _containers.RepeatedScalarFieldContainer[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ..., ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SendError(_message.Message):
+    __slots__ = ("sequence_id", "error")
+    SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    sequence_id: int
+    error: _common_pb2.Error
+    def __init__(self, sequence_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class ProducerResponse(_message.Message):
+    __slots__ = ("created", "receipts", "send_error", "error")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    SEND_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    created: ProducerCreated
+    receipts: SendReceipts
+    send_error: SendError
+    error: _common_pb2.Error
+    def __init__(self, created: _Optional[_Union[ProducerCreated, _Mapping]] = ..., receipts: _Optional[_Union[SendReceipts, _Mapping]] = ..., send_error: _Optional[_Union[SendError, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class Subscribe(_message.Message):
+    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SUB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_POSITION_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_NAME_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscription: str
+    sub_type: SubType
+    initial_position: InitialPositionType
+    consumer_name: str
+    durable: bool
+    priority_level: int
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ...) -> None: ...
+
+class Flow(_message.Message):
+    __slots__ = ("permits",)
+    PERMITS_FIELD_NUMBER: _ClassVar[int]
+    permits: int
+    def __init__(self, permits: _Optional[int] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("ack_type", "ledger_ids", "entry_ids")
+    ACK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ack_type: AckType
+    ledger_ids: _containers.RepeatedScalarFieldContainer[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ack_type: _Optional[_Union[AckType, str]] = ..., ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CloseConsumer(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ConsumerRequest(_message.Message):
+    __slots__ = ("subscribe", "flow", "ack", "close")
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    subscribe: Subscribe
+    flow: Flow
+    ack: Ack
+    close: CloseConsumer
+    def __init__(self, subscribe: _Optional[_Union[Subscribe, _Mapping]] = ..., flow: _Optional[_Union[Flow, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., close: _Optional[_Union[CloseConsumer, _Mapping]] = ...) -> None: ...
+
+class Subscribed(_message.Message):
+    __slots__ = ("consumer_name", "topic")
+    CONSUMER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    consumer_name: str
+    topic: str
+    def __init__(self, consumer_name: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class Deliveries(_message.Message):
+    __slots__ = ("ledger_ids", "entry_ids", "redelivery_counts", "entries")
+    LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REDELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    ledger_ids: _containers.RepeatedScalarFieldContainer[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    redelivery_counts: _containers.RepeatedScalarFieldContainer[int]
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., redelivery_counts: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ConsumerResponse(_message.Message):
+    __slots__ = ("subscribed", "deliveries", "error", "ack_error")
+    SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ACK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    subscribed: Subscribed
+    deliveries: Deliveries
+    error: _common_pb2.Error
+    ack_error: _common_pb2.Error
+    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., deliveries: _Optional[_Union[Deliveries, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., ack_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...

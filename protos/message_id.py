@@ -1,0 +1,92 @@
+"""Message ids: (ledger id, entry id, partition index, batch index).
+
+Ordered by ledger, then entry, then partition, then batch index, so a
+non-batched id (batch index -1) sorts before the messages of a batch in the
+same entry. ``serialize()`` gives the protobuf ``MessageIdData`` bytes.
+Accessors are methods, as in the Pulsar Python client.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from protos import common_pb2
+from protos.errors import InvalidArgumentError
+
+_INT64_MAX = (1 << 63) - 1
+
+
+class MessageId:
+    __slots__ = ("_key",)
+
+    earliest: ClassVar[MessageId]
+    latest: ClassVar[MessageId]
+
+    def __init__(
+        self, ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+    ) -> None:
+        self._key = (int(ledger_id), int(entry_id), int(partition), int(batch_index))
+
+    def ledger_id(self) -> int:
+        return self._key[0]
+
+    def entry_id(self) -> int:
+        return self._key[1]
+
+    def partition(self) -> int:
+        return self._key[2]
+
+    def batch_index(self) -> int:
+        return self._key[3]
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """The (ledger id, entry id) of the entry that holds the message."""
+        return self._key[0], self._key[1]
+
+    def serialize(self) -> bytes:
+        ledger, entry, partition, batch = self._key
+        return common_pb2.MessageIdData(
+            ledger_id=ledger, entry_id=entry, partition=partition, batch_index=batch
+        ).SerializeToString()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> MessageId:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidArgumentError(
+                f"MessageId.deserialize takes bytes, not {type(data).__name__}"
+            )
+        msg = common_pb2.MessageIdData()
+        try:
+            msg.ParseFromString(bytes(data))
+        except Exception as exc:  # protobuf raises DecodeError and friends
+            raise InvalidArgumentError(f"not a serialized MessageId: {exc}") from None
+        return cls(msg.ledger_id, msg.entry_id, msg.partition, msg.batch_index)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MessageId) and self._key == other._key
+
+    def __lt__(self, other: MessageId) -> bool:
+        return self._key < other._key
+
+    def __le__(self, other: MessageId) -> bool:
+        return self._key <= other._key
+
+    def __gt__(self, other: MessageId) -> bool:
+        return self._key > other._key
+
+    def __ge__(self, other: MessageId) -> bool:
+        return self._key >= other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __str__(self) -> str:
+        return "({},{},{},{})".format(*self._key)
+
+    def __repr__(self) -> str:
+        return "MessageId({}, {}, {}, {})".format(*self._key)
+
+
+MessageId.earliest = MessageId(-1, -1)
+MessageId.latest = MessageId(_INT64_MAX, _INT64_MAX)

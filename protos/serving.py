@@ -1,0 +1,94 @@
+"""What every Magnetar server process shares: logging, the gRPC health
+service, the Prometheus ``/metrics`` endpoint, free-port picking, channel
+options and the SIGTERM/SIGINT shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+
+# gRPC frames carry whole entries and batches; this bounds them.
+MAX_GRPC_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def grpc_options(max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def setup_logging(role: str, level: str = "INFO") -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s %(levelname)s {role}[%(process)d] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def add_health(server: grpc.aio.Server) -> health.HealthServicer:
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    return servicer
+
+
+def set_serving(servicer: health.HealthServicer, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    servicer.set("", status)
+
+
+def start_metrics(host: str, port: int, registry: CollectorRegistry = REGISTRY) -> int:
+    """Serve ``/metrics``; port 0 picks a free one. Returns the port, -1 if off."""
+    if port < 0:
+        return -1
+    if port == 0:
+        port = free_port(host)
+    start_http_server(port, addr=host, registry=registry)
+    return port
+
+
+def install_shutdown(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+
+
+async def bind(server: grpc.aio.Server, host: str, port: int) -> int:
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen on {host}:{port}")
+    return bound
+
+
+def write_ready_file(path: str | None, info: dict) -> None:
+    """Atomically write what a started process listens on (for supervisors)."""
+    if not path:
+        return
+    import json
+    import os
+
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

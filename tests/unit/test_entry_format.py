@@ -1,0 +1,61 @@
+import struct
+
+import pytest
+
+from client.message import PendingMessage, build_entry, unpack_entry
+from protos import common_pb2
+from protos.entry import CorruptedEntryError, encode_entry, num_messages, split_entry
+
+
+def _pm(data: bytes, seq: int, **kw) -> PendingMessage:
+    return PendingMessage(data, seq, lambda e, m: None, **kw)
+
+
+def test_single_message_entry_is_not_batched():
+    entry = build_entry([_pm(b"hi", 7, properties={"a": "b"}, partition_key="k")], "p1", 1234)
+    meta, payload = split_entry(entry)
+    assert not meta.HasField("num_messages_in_batch")
+    assert num_messages(meta) == 1 and bytes(payload) == b"hi"
+    [msg] = unpack_entry(entry, 3, 4, -1, "t", 0)
+    assert msg.data() == b"hi" and msg.properties() == {"a": "b"}
+    assert msg.partition_key() == "k" and msg.publish_timestamp() == 1234
+    assert msg.message_id().batch_index() == -1 and msg.producer_name() == "p1"
+
+
+def test_batch_round_trip_keeps_order_and_per_message_metadata():
+    msgs = [
+        _pm(b"a", 10),
+        _pm(b"", 11, properties={"x": "1"}),
+        _pm(b"c" * 1000, 12, ordering_key=b"ok", event_time=99),
+    ]
+    entry = build_entry(msgs, "p", 5)
+    meta, _ = split_entry(entry)
+    assert meta.num_messages_in_batch == 3 and meta.sequence_id == 10
+    assert meta.highest_sequence_id == 12
+    out = unpack_entry(entry, 1, 2, 0, "t", 1)
+    assert [m.data() for m in out] == [b"a", b"", b"c" * 1000]
+    assert [m.message_id().batch_index() for m in out] == [0, 1, 2]
+    assert out[1].properties() == {"x": "1"}
+    assert out[2].ordering_key() == b"ok" and out[2].event_timestamp() == 99
+    assert all(m.redelivery_count() == 1 for m in out)
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"",
+        b"\x00\x00",
+        struct.pack(">I", 100) + b"short",
+        struct.pack(">I", 3) + b"\xff\xff\xff",
+        encode_entry(common_pb2.MessageMetadata(num_messages_in_batch=0), b""),
+    ],
+)
+def test_garbage_entries_are_refused_with_a_typed_error(garbage):
+    with pytest.raises(CorruptedEntryError):
+        split_entry(garbage)
+
+
+def test_truncated_batch_payload_is_refused():
+    entry = build_entry([_pm(b"aaaa", 1), _pm(b"bbbb", 2)], "p", 1)
+    with pytest.raises(CorruptedEntryError):
+        unpack_entry(entry[:-2], 1, 1, -1, "t", 0)
