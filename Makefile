@@ -1,15 +1,36 @@
-PYTHON ?= .venv/bin/python
-PROTOS := protos/common.proto protos/metastore.proto protos/bookie.proto protos/broker.proto
+# The README's two commands are `make standalone` and `make test`; both set up
+# the virtualenv first if it is missing or older than pyproject.toml.
+PYTHON3 ?= python3
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+DATA_DIR ?= ./data
 
-.PHONY: protos test lint docs
-protos:
-	$(PYTHON) -m protos.generate
+.PHONY: setup standalone test lint protos docs bench clean
 
-test:
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON3) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+standalone: $(VENV)/.installed
+	$(VENV)/bin/magnetar standalone --data-dir $(DATA_DIR)
+
+test: $(VENV)/.installed
 	$(PYTHON) -m pytest
 
-lint:
-	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check . && $(PYTHON) -m mypy .
+lint: $(VENV)/.installed
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy protos metastore bookie broker client spark tests benchmarks
 
-docs:
+protos: $(VENV)/.installed
+	$(PYTHON) -m protos.generate
+
+docs: $(VENV)/.installed
 	$(PYTHON) -m protos.settings > docs/configuration.md
+
+clean:
+	rm -rf $(VENV) build *.egg-info

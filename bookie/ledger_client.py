@@ -15,6 +15,7 @@ over striped ensembles belong to the bookie replication issue.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import itertools
 import json
@@ -166,7 +167,9 @@ class BookieConnection:
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(
-                    BKError(f"bookie {self.address} unreachable: {exc}", common_pb2.SERVICE_NOT_READY)
+                    BKError(
+                        f"bookie {self.address} unreachable: {exc}", common_pb2.SERVICE_NOT_READY
+                    )
                 )
 
     async def read_lac(self, ledger_id: int, fence: bool, key: bytes) -> bookie_pb2.ReadLacResponse:
@@ -262,7 +265,7 @@ class LedgerWriter:
         for idx, req in per_bookie.items():
             ids = list(req.entry_ids)
             fut = self._bookies[idx].send_add(req)
-            fut.add_done_callback(lambda f, i=idx, e=ids: self._on_response(i, e, f))
+            fut.add_done_callback(functools.partial(self._on_response, idx, ids))
 
     def _on_response(self, idx: int, entry_ids: list[int], fut: asyncio.Future) -> None:
         if self._failure is not None:
@@ -333,9 +336,7 @@ class LedgerClient:
                 continue
             stat = await self.metastore.get(f"/bookies/available/{bookie_id}")
             if stat is None:
-                raise BKError(
-                    f"bookie {bookie_id} is not registered", common_pb2.SERVICE_NOT_READY
-                )
+                raise BKError(f"bookie {bookie_id} is not registered", common_pb2.SERVICE_NOT_READY)
             self._addresses[bookie_id] = json.loads(stat.value)["address"]
 
     async def writable_bookies(self) -> list[str]:

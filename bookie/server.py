@@ -358,8 +358,12 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{settings.host}:{port}"
     metastore = MetastoreClient(settings.metastore)
-    info = {"bookie_id": bookie_id, "address": address, "read_only": False,
-            "data_dir": str(data_dir)}
+    info = {
+        "bookie_id": bookie_id,
+        "address": address,
+        "read_only": False,
+        "data_dir": str(data_dir),
+    }
     registration = asyncio.create_task(
         register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop)
     )
@@ -373,8 +377,9 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     serving.write_ready_file(
         ready_file, {"grpc": address, "metrics": metrics_port, "bookie_id": bookie_id}
     )
-    log.info("bookie %s serving on %s (metrics %d, data %s)", bookie_id, address,
-             metrics_port, data_dir)
+    log.info(
+        "bookie %s serving on %s (metrics %d, data %s)", bookie_id, address, metrics_port, data_dir
+    )
     await stop.wait()
     log.info("bookie stopping")
     serving.set_serving(health, False)

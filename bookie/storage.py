@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocksdict import Options, ReadOptions, Rdict, WriteBatch, WriteOptions
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,10 @@ class LedgerState:
 
     def encode(self) -> bytes:
         return json.dumps(
-            {"fenced": self.fenced, "master_key": self.master_key.hex() if self.master_key else None}
+            {
+                "fenced": self.fenced,
+                "master_key": self.master_key.hex() if self.master_key else None,
+            }
         ).encode()
 
     @classmethod
@@ -124,11 +127,14 @@ class EntryStore:
     ) -> list[tuple[int, int, int, bytes]]:
         """(entry id, digest, lac, payload) of stored entries in [first, last]."""
         ro = ReadOptions()
-        ro.set_iterate_upper_bound(entry_key(ledger_id, last + 1) if last < _MAX_ENTRY_ID else
-                                   _LEDGER_KEY.pack(ledger_id + 1) + bytes(8))
+        ro.set_iterate_upper_bound(
+            entry_key(ledger_id, last + 1)
+            if last < _MAX_ENTRY_ID
+            else _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
+        )
         out = []
         for key, value in self.db.items(from_key=entry_key(ledger_id, first), read_opt=ro):
-            _, entry_id = _KEY.unpack(key)
+            _, entry_id = _KEY.unpack(bytes(key))  # type: ignore[arg-type]
             digest, lac, payload = decode_value(value)
             out.append((entry_id, digest, lac, payload))
             if len(out) >= limit:
@@ -175,7 +181,9 @@ class GroupCommitter:
         max_entries: int,
         max_bytes: int,
         max_wait_ms: float,
-        on_group_done: Callable[[list[Callable[[BaseException | None], None]], BaseException | None], None],
+        on_group_done: Callable[
+            [list[Callable[[BaseException | None], None]], BaseException | None], None
+        ],
     ) -> None:
         self.store = store
         self.max_entries = max_entries

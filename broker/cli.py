@@ -35,7 +35,9 @@ def _load(cls: type, section: str, config: str | None, overrides: dict[str, Any]
 
 
 common = [
-    click.option("--config", type=click.Path(exists=True, dir_okay=False), help="TOML settings file."),
+    click.option(
+        "--config", type=click.Path(exists=True, dir_okay=False), help="TOML settings file."
+    ),
     click.option("--set", "pairs", multiple=True, metavar="KEY=VALUE", help="Any setting."),
     click.option("--port", type=int, help="gRPC port (0 = free port)."),
     click.option("--metrics-port", type=int, help="/metrics port (0 = free, -1 = off)."),
@@ -68,8 +70,14 @@ def metastore(config, pairs, port, metrics_port, ready_file, data_dir, raft_port
         MetastoreSettings,
         "metastore",
         config,
-        _overrides(pairs, port=port, metrics_port=metrics_port, data_dir=data_dir,
-                   raft_port=raft_port, peers=peers),
+        _overrides(
+            pairs,
+            port=port,
+            metrics_port=metrics_port,
+            data_dir=data_dir,
+            raft_port=raft_port,
+            peers=peers,
+        ),
     )
     asyncio.run(serve(settings, ready_file))
 
@@ -87,8 +95,9 @@ def bookie(config, pairs, port, metrics_port, ready_file, data_dir, metastore_ad
         BookieSettings,
         "bookie",
         config,
-        _overrides(pairs, port=port, metrics_port=metrics_port, data_dir=data_dir,
-                   metastore=metastore_addr),
+        _overrides(
+            pairs, port=port, metrics_port=metrics_port, data_dir=data_dir, metastore=metastore_addr
+        ),
     )
     asyncio.run(serve(settings, ready_file))
 
@@ -121,8 +130,15 @@ def broker(config, pairs, port, metrics_port, ready_file, metastore_addr) -> Non
 @click.option("--bookie-metrics-port", default=8000, show_default=True, help="-1 = off.")
 @click.option("--broker-metrics-port", default=8080, show_default=True, help="-1 = off.")
 def standalone(  # type: ignore[no-untyped-def]
-    data_dir, config, metastore_port, raft_port, bookie_port, broker_port,
-    metastore_metrics_port, bookie_metrics_port, broker_metrics_port,
+    data_dir,
+    config,
+    metastore_port,
+    raft_port,
+    bookie_port,
+    broker_port,
+    metastore_metrics_port,
+    bookie_metrics_port,
+    broker_metrics_port,
 ) -> None:
     """Start metastore, bookie and broker; print the service URL once ready."""
     from broker.standalone import Supervisor, run

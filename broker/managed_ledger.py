@@ -381,7 +381,9 @@ class ManagedCursor:
         try:
             await self.persist()
         except Exception as exc:
-            log.warning("%s/%s: persisting the cursor failed: %s", self.ledger.topic, self.name, exc)
+            log.warning(
+                "%s/%s: persisting the cursor failed: %s", self.ledger.topic, self.name, exc
+            )
         finally:
             self._persisting = None
             if self._dirty:

@@ -24,14 +24,17 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         metastore, LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000)
     )
     server = grpc.aio.server(
-        options=serving.grpc_options(max(serving.MAX_GRPC_MESSAGE_BYTES,
-                                         settings.max_message_size * 2 + 65536))
+        options=serving.grpc_options(
+            max(serving.MAX_GRPC_MESSAGE_BYTES, settings.max_message_size * 2 + 65536)
+        )
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, settings.host, settings.port)
     address = f"{settings.host}:{port}"
-    service = BrokerService(settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}")
+    service = BrokerService(
+        settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}"
+    )
     broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
     metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
     stop = asyncio.Event()

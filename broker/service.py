@@ -13,7 +13,6 @@ import asyncio
 import collections
 import json
 import logging
-from typing import Any
 
 from prometheus_client import Counter
 

@@ -71,7 +71,9 @@ class Supervisor:
             "broker": broker_port,
         }
         self.raft_port = raft_port
-        self.metrics_ports = dict(zip(("metastore", "bookie", "broker"), metrics_ports, strict=True))
+        self.metrics_ports = dict(
+            zip(("metastore", "bookie", "broker"), metrics_ports, strict=True)
+        )
         self.config_file = config_file
         self.startup_timeout_s = startup_timeout_s
         self.children: list[Child] = []
@@ -85,10 +87,16 @@ class Supervisor:
         ready = run_dir / f"{role}.ready.json"
         ready.unlink(missing_ok=True)
         cmd = [
-            sys.executable, "-m", "broker.cli", role,
-            "--port", str(self.ports[role]),
-            "--metrics-port", str(self.metrics_ports[role]),
-            "--ready-file", str(ready),
+            sys.executable,
+            "-m",
+            "broker.cli",
+            role,
+            "--port",
+            str(self.ports[role]),
+            "--metrics-port",
+            str(self.metrics_ports[role]),
+            "--ready-file",
+            str(ready),
             *extra,
         ]
         if self.config_file:

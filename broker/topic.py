@@ -17,7 +17,7 @@ from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
-SUB_TYPE_NAMES = {
+SUB_TYPE_NAMES: dict[int, str] = {
     broker_pb2.EXCLUSIVE: "Exclusive",
     broker_pb2.SHARED: "Shared",
     broker_pb2.FAILOVER: "Failover",
@@ -64,9 +64,7 @@ class Consumer:
 
 
 class Subscription:
-    def __init__(
-        self, topic: Topic, name: str, sub_type: int, cursor: ManagedCursor
-    ) -> None:
+    def __init__(self, topic: Topic, name: str, sub_type: int, cursor: ManagedCursor) -> None:
         self.topic = topic
         self.name = name
         self.sub_type = sub_type

@@ -20,7 +20,9 @@ def parse_service_url(url: str) -> list[str]:
         if scheme == "magnetar+tls":
             raise InvalidUrl(f"service URL {url!r}: TLS is not available yet; use magnetar://")
         if scheme != "magnetar":
-            raise InvalidUrl(f"service URL {url!r}: the scheme must be magnetar:// or magnetar+tls://")
+            raise InvalidUrl(
+                f"service URL {url!r}: the scheme must be magnetar:// or magnetar+tls://"
+            )
     rest = rest.rstrip("/")
     hosts = []
     for part in rest.split(","):

@@ -150,7 +150,9 @@ class ConsumerEngine:
                 if kind == "deliveries":
                     self._on_deliveries(resp.deliveries)
                 elif kind == "ack_error":
-                    log.warning("%s: the broker refused an ack: %s", self.topic, resp.ack_error.message)
+                    log.warning(
+                        "%s: the broker refused an ack: %s", self.topic, resp.ack_error.message
+                    )
                 elif kind == "error":
                     self._fail(from_wire(resp.error))
                     return
@@ -172,8 +174,9 @@ class ConsumerEngine:
                     unpack_entry(entry, ledger_id, entry_id, self.partition, self.topic, redelivery)
                 )
             except MagnetarError as exc:
-                log.error("%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id,
-                          entry_id, exc)
+                log.error(
+                    "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
+                )
         with self._arrived:
             self._incoming.extend(messages)
             self._arrived.notify_all()
@@ -262,7 +265,9 @@ class ConsumerEngine:
             elif isinstance(target, MessageId):
                 mid = target
             else:
-                raise TypeError(f"acknowledge takes a Message or MessageId, not {type(target).__name__}")
+                raise TypeError(
+                    f"acknowledge takes a Message or MessageId, not {type(target).__name__}"
+                )
             self._individual.append(mid.position)
             self._schedule_ack_flush_locked(len(self._individual) >= ACK_GROUP_MAX)
 
@@ -277,7 +282,11 @@ class ConsumerEngine:
             if isinstance(target, Message):
                 mid = target.message_id()
                 batch = target._batch
-                if batch is not None and not batch.ack_through(mid.batch_index()) and batch.outstanding:
+                if (
+                    batch is not None
+                    and not batch.ack_through(mid.batch_index())
+                    and batch.outstanding
+                ):
                     # Part of a batch: everything before this entry is acknowledged.
                     pos = (mid.ledger_id(), mid.entry_id() - 1)
                 else:

@@ -67,7 +67,7 @@ class ProducerOptions:
 
 
 class _Batch:
-    __slots__ = ("deadline", "messages", "num_messages", "sent_at", "sequence_id", "entry")
+    __slots__ = ("deadline", "entry", "messages", "num_messages", "sent_at", "sequence_id")
 
     def __init__(self, messages: list[PendingMessage], entry: bytes) -> None:
         self.messages = messages
@@ -208,10 +208,7 @@ class ProducerEngine:
                 while self._pending >= self.opts.max_pending_messages:
                     self._space.wait(timeout=0.5)
                     self._check_open()
-            if sequence_id is None:
-                seq = self._next_seq
-            else:
-                seq = int(sequence_id)
+            seq = self._next_seq if sequence_id is None else int(sequence_id)
             self._next_seq = seq + 1
             msg = PendingMessage(
                 payload,
@@ -343,7 +340,9 @@ class ProducerEngine:
                     ):
                         self._complete(seq, ledger_id, entry_id, None)
                 elif kind == "send_error":
-                    self._complete(resp.send_error.sequence_id, -1, -1, from_wire(resp.send_error.error))
+                    self._complete(
+                        resp.send_error.sequence_id, -1, -1, from_wire(resp.send_error.error)
+                    )
                 elif kind == "error":
                     self._fail_all(from_wire(resp.error))
                     return
@@ -357,9 +356,7 @@ class ProducerEngine:
             if not self.closed:
                 self._fail_all(from_wire_or(exc, "the connection to the broker failed"))
 
-    def _complete(
-        self, seq: int, ledger_id: int, entry_id: int, exc: MagnetarError | None
-    ) -> None:
+    def _complete(self, seq: int, ledger_id: int, entry_id: int, exc: MagnetarError | None) -> None:
         if not self._inflight or self._inflight[0].sequence_id != seq:
             log.warning("%s: receipt for unexpected sequence id %d", self.topic, seq)
             return

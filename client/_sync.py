@@ -82,8 +82,10 @@ class Producer:
         def done(exc: BaseException | None, mid: MessageId | None) -> None:
             if callback is None:
                 return
-            result = exc.result if isinstance(exc, MagnetarError) else (
-                Result.UnknownError if exc is not None else Result.Ok
+            result = (
+                exc.result
+                if isinstance(exc, MagnetarError)
+                else (Result.UnknownError if exc is not None else Result.Ok)
             )
             try:
                 callback(result, mid)

@@ -40,12 +40,21 @@ def check_options(fn: str, opts: dict[str, Any], known: set[str]) -> None:
 
 
 PRODUCER_OPTIONS = {
-    "producer_name", "initial_sequence_id", "send_timeout_millis", "max_pending_messages",
-    "block_if_queue_full", "batching_enabled", "batching_max_messages",
-    "batching_max_allowed_size_in_bytes", "batching_max_publish_delay_ms",
+    "producer_name",
+    "initial_sequence_id",
+    "send_timeout_millis",
+    "max_pending_messages",
+    "block_if_queue_full",
+    "batching_enabled",
+    "batching_max_messages",
+    "batching_max_allowed_size_in_bytes",
+    "batching_max_publish_delay_ms",
 }
 CONSUMER_OPTIONS = {
-    "consumer_type", "receiver_queue_size", "consumer_name", "initial_position",
+    "consumer_type",
+    "receiver_queue_size",
+    "consumer_name",
+    "initial_position",
     "subscription_mode",
 }
 
@@ -98,11 +107,11 @@ def _send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
         )
     out = dict(kwargs)
     props = out.get("properties")
-    if props is not None:
-        if not isinstance(props, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in props.items()
-        ):
-            raise InvalidConfiguration("properties must be a dict of str to str")
+    if props is not None and (
+        not isinstance(props, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
+    ):
+        raise InvalidConfiguration("properties must be a dict of str to str")
     okey = out.get("ordering_key")
     if isinstance(okey, str):
         out["ordering_key"] = okey.encode()

@@ -6,9 +6,8 @@
 
 from __future__ import annotations
 
-from protos import common_pb2
-
 from client.enums import Result
+from protos import common_pb2
 
 
 class MagnetarError(Exception):
@@ -30,7 +29,7 @@ class Timeout(MagnetarError):
     result = Result.Timeout
 
 
-class LookupError(MagnetarError):  # noqa: A001 - Pulsar's name
+class LookupError(MagnetarError):
     result = Result.LookupError
 
 

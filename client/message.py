@@ -219,9 +219,7 @@ def _kvs(props: dict[str, str]) -> list[common_pb2.KeyValue]:
     return [common_pb2.KeyValue(key=k, value=v) for k, v in props.items()]
 
 
-def build_entry(
-    messages: list[PendingMessage], producer_name: str, publish_time_ms: int
-) -> bytes:
+def build_entry(messages: list[PendingMessage], producer_name: str, publish_time_ms: int) -> bytes:
     """One entry for a batch of messages (plain when there is one)."""
     first = messages[0]
     meta = common_pb2.MessageMetadata(
@@ -244,7 +242,12 @@ def build_entry(
     smm = common_pb2.SingleMessageMetadata()
     plain = b""
     for m in messages:
-        if m.properties or m.partition_key is not None or m.ordering_key is not None or m.event_time:
+        if (
+            m.properties
+            or m.partition_key is not None
+            or m.ordering_key is not None
+            or m.event_time
+        ):
             rec = common_pb2.SingleMessageMetadata(
                 payload_size=len(m.payload), sequence_id=m.sequence_id, event_time=m.event_time
             )

@@ -122,9 +122,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             )
         except _RaftFailure as exc:
             return metastore_pb2.PutResponse(error=error(common_pb2.SERVICE_NOT_READY, str(exc)))
-        return metastore_pb2.PutResponse(
-            error=error(code, msg), version=version, revision=revision
-        )
+        return metastore_pb2.PutResponse(error=error(code, msg), version=version, revision=revision)
 
     async def Delete(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("delete").inc()
@@ -137,9 +135,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 self.node.delete, request.key, expected
             )
         except _RaftFailure as exc:
-            return metastore_pb2.DeleteResponse(
-                error=error(common_pb2.SERVICE_NOT_READY, str(exc))
-            )
+            return metastore_pb2.DeleteResponse(error=error(common_pb2.SERVICE_NOT_READY, str(exc)))
         return metastore_pb2.DeleteResponse(
             error=error(code, msg), deleted=bool(deleted), revision=revision
         )
@@ -172,9 +168,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 )
             )
         try:
-            code, msg, session_id, _ = await self._propose(
-                self.node.create_session, request.ttl_ms
-            )
+            code, msg, session_id, _ = await self._propose(self.node.create_session, request.ttl_ms)
         except _RaftFailure as exc:
             return metastore_pb2.CreateSessionResponse(
                 error=error(common_pb2.SERVICE_NOT_READY, str(exc))
@@ -285,8 +279,11 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
     serving.set_serving(health, True)
     serving.write_ready_file(
         ready_file,
-        {"grpc": f"{settings.host}:{port}", "raft": f"{settings.host}:{raft_port}",
-         "metrics": metrics_port},
+        {
+            "grpc": f"{settings.host}:{port}",
+            "raft": f"{settings.host}:{raft_port}",
+            "metrics": metrics_port,
+        },
     )
     log.info(
         "metastore serving on %s:%d (raft %d, metrics %d, data %s)",

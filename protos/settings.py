@@ -123,7 +123,14 @@ def render_markdown(sections: list[tuple[str, type, str]]) -> str:
         "",
     ]
     for section, cls, intro in sections:
-        out += [f"## [{section}]", "", intro, "", "| setting | default | meaning |", "|---|---|---|"]
+        out += [
+            f"## [{section}]",
+            "",
+            intro,
+            "",
+            "| setting | default | meaning |",
+            "|---|---|---|",
+        ]
         for name, default, doc in describe(cls):
             if isinstance(default, bool):
                 shown = str(default).lower()

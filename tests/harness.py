@@ -20,7 +20,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02
+) -> Any:
     """Poll ``predicate`` until it returns a truthy value; fail after the deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -47,11 +49,26 @@ class StandaloneCluster:
         endpoints = self.data_dir / "endpoints.json"
         endpoints.unlink(missing_ok=True)
         cmd = [
-            sys.executable, "-m", "broker.cli", "standalone",
-            "--data-dir", str(self.data_dir),
-            "--metastore-port", "0", "--raft-port", "0", "--bookie-port", "0",
-            "--broker-port", "0", "--metastore-metrics-port", "0",
-            "--bookie-metrics-port", "0", "--broker-metrics-port", "0",
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "standalone",
+            "--data-dir",
+            str(self.data_dir),
+            "--metastore-port",
+            "0",
+            "--raft-port",
+            "0",
+            "--bookie-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--metastore-metrics-port",
+            "0",
+            "--bookie-metrics-port",
+            "0",
+            "--broker-metrics-port",
+            "0",
             *self.extra_args,
         ]
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -62,7 +79,7 @@ class StandaloneCluster:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(
-                    f"standalone exited with {self.proc.returncode}: {self.proc.stderr.read()}"
+                    f"standalone exited with {self.proc.returncode}: {self.proc.communicate()[1]}"
                     f"\n{self.logs()}"
                 )
             return endpoints.exists()
@@ -99,7 +116,7 @@ class StandaloneCluster:
         if self.proc is not None:
             self.proc.wait(timeout=10)
         for pid in pids:
-            wait_for(lambda p=pid: not _alive(p), 10, f"pid {pid} to die")
+            wait_for(lambda p=pid: not _alive(p), 10, f"pid {pid} to die")  # type: ignore[misc]
 
     def child_pids_alive(self) -> list[int]:
         return [pid for pid in self.endpoints.get("pids", {}).values() if _alive(pid)]

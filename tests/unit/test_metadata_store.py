@@ -95,8 +95,15 @@ def test_state_survives_pickling_as_raft_snapshots_do():
 
 @pytest.mark.parametrize(
     ("key", "problem"),
-    [("", "empty"), ("a/b", "not absolute"), ("/", "root"), ("/a//b", "empty segment"),
-     ("/a/../b", "'..'"), ("/a/./b", "'.'"), ("/a/", "empty segment")],
+    [
+        ("", "empty"),
+        ("a/b", "not absolute"),
+        ("/", "root"),
+        ("/a//b", "empty segment"),
+        ("/a/../b", "'..'"),
+        ("/a/./b", "'.'"),
+        ("/a/", "empty segment"),
+    ],
 )
 def test_key_validation(key, problem):
     found = validate_key(key)

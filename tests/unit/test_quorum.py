@@ -5,8 +5,14 @@ from bookie.quorum import AckTracker, QuorumConfigError, check_quorums, write_se
 
 @pytest.mark.parametrize(
     ("entry", "e", "qw", "expected"),
-    [(0, 4, 3, [0, 1, 2]), (1, 4, 3, [1, 2, 3]), (2, 4, 3, [2, 3, 0]), (3, 4, 3, [3, 0, 1]),
-     (5, 3, 3, [2, 0, 1]), (9, 1, 1, [0])],
+    [
+        (0, 4, 3, [0, 1, 2]),
+        (1, 4, 3, [1, 2, 3]),
+        (2, 4, 3, [2, 3, 0]),
+        (3, 4, 3, [3, 0, 1]),
+        (5, 3, 3, [2, 0, 1]),
+        (9, 1, 1, [0]),
+    ],
 )
 def test_write_sets_stripe_over_the_ensemble(entry, e, qw, expected):
     assert write_set(entry, e, qw) == expected

@@ -47,5 +47,11 @@ def test_every_setting_is_documented_with_its_default(cls, section):
     for field in dataclasses.fields(cls):
         assert field.metadata.get("doc"), f"{section}.{field.name} has no doc"
         default = field.default
-        shown = str(default).lower() if isinstance(default, bool) else repr(default) if isinstance(default, str) else str(default)
+        shown = (
+            str(default).lower()
+            if isinstance(default, bool)
+            else repr(default)
+            if isinstance(default, str)
+            else str(default)
+        )
         assert f"| `{field.name}` | `{shown}` |" in table, f"{section}.{field.name} not in docs"

@@ -75,7 +75,7 @@ def test_message_id_order_and_serialization():
         MessageId(1, 5, -1, 1),
         MessageId(2, 0),
     ]
-    for mid in ids + [MessageId.earliest, MessageId.latest]:
+    for mid in [*ids, MessageId.earliest, MessageId.latest]:
         back = MessageId.deserialize(mid.serialize())
         assert back == mid and hash(back) == hash(mid)
     assert MessageId.earliest < MessageId(0, 0) < MessageId.latest
@@ -101,8 +101,14 @@ def test_murmur3_seed_vector():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("", 0), ("a", 97), ("hello", 99162322), ("Hello, World", -505841268),
-     ("polygenelubricants", -2147483648), ("é€𝄞", 16751501)],
+    [
+        ("", 0),
+        ("a", 97),
+        ("hello", 99162322),
+        ("Hello, World", -505841268),
+        ("polygenelubricants", -2147483648),
+        ("é€𝄞", 16751501),
+    ],
 )
 def test_java_string_hash(text, expected):
     # expected values printed by Java 17's String.hashCode on this machine

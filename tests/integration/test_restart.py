@@ -1,0 +1,92 @@
+"""Stopping and restarting the whole standalone cluster on the same data."""
+
+from __future__ import annotations
+
+import pytest
+
+from client import Client, InitialPosition, Timeout
+from tests.harness import wait_for
+
+TOPIC = "restart-topic"
+
+
+def _produce(url: str, n_sync: int, n_batched: int) -> list:
+    with Client(url) as c:
+        p = c.create_producer(TOPIC, block_if_queue_full=True)
+        ids = [p.send(f"s{i}".encode()) for i in range(n_sync)]
+        for i in range(n_batched):
+            p.send_async(f"b{i}".encode(), None)
+        p.flush()
+    return ids
+
+
+def _drain(consumer, limit: int) -> list[bytes]:
+    out: list[bytes] = []
+    while len(out) < limit:
+        try:
+            out.append(consumer.receive(timeout_millis=1500).data())
+        except Timeout:
+            break
+    return out
+
+
+def test_clean_restart_keeps_messages_and_redelivers_only_unacked(fresh_cluster):
+    cluster = fresh_cluster.start()
+    assert cluster.proc.stdout.readline().strip() == cluster.service_url
+    assert cluster.service_url.startswith("magnetar://127.0.0.1:")
+    _produce(cluster.service_url, 100, 1000)
+    expected = [f"s{i}".encode() for i in range(100)] + [f"b{i}".encode() for i in range(1000)]
+    with Client(cluster.service_url) as c:
+        sub = c.subscribe(TOPIC, "work", initial_position=InitialPosition.Earliest)
+        for _ in range(60):
+            sub.acknowledge(sub.receive(timeout_millis=10000))
+        for _ in range(20):
+            sub.receive(timeout_millis=10000)  # received, never acknowledged
+    pids = list(cluster.endpoints["pids"].values())
+    took = cluster.stop()
+    assert took < 10, f"stopping took {took:.1f} s"
+    wait_for(lambda: not cluster.child_pids_alive(), 5, f"children {pids} to exit")
+    assert cluster.proc.returncode == 0
+
+    cluster.start()
+    with Client(cluster.service_url) as c:
+        everything = c.subscribe(TOPIC, "audit", initial_position=InitialPosition.Earliest)
+        assert _drain(everything, 2000) == expected
+        work = c.subscribe(TOPIC, "work", initial_position=InitialPosition.Earliest)
+        assert _drain(work, 2000) == expected[60:]
+        # and the cluster still takes new writes after the restart
+        c.create_producer(TOPIC).send(b"after")
+        assert work.receive(timeout_millis=10000).data() == b"after"
+
+
+def test_kill9_of_every_process_loses_no_acknowledged_message(fresh_cluster):
+    cluster = fresh_cluster.start()
+    ids = _produce(cluster.service_url, 200, 2000)
+    assert len(ids) == 200
+    with Client(cluster.service_url) as c:
+        sub = c.subscribe(TOPIC, "k9", initial_position=InitialPosition.Earliest)
+        for _ in range(100):
+            sub.acknowledge(sub.receive(timeout_millis=10000))
+    cluster.kill9()
+    cluster.start()
+    expected = [f"s{i}".encode() for i in range(200)] + [f"b{i}".encode() for i in range(2000)]
+    with Client(cluster.service_url) as c:
+        audit = c.subscribe(TOPIC, "audit", initial_position=InitialPosition.Earliest)
+        assert _drain(audit, 3000) == expected
+        k9 = c.subscribe(TOPIC, "k9", initial_position=InitialPosition.Earliest)
+        got = _drain(k9, 3000)
+        # At least once: acknowledgements not yet persisted (<= 1 s of them) come back,
+        # so the redelivered tail starts at or before message 100 and runs to the end.
+        assert got == expected[len(expected) - len(got) :]
+        assert len(got) >= len(expected) - 100
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT"])
+def test_ctrl_c_stops_everything(fresh_cluster, signal_name):
+    import signal as sig
+
+    cluster = fresh_cluster.start()
+    cluster.proc.send_signal(getattr(sig, signal_name))
+    cluster.proc.wait(timeout=10)
+    wait_for(lambda: not cluster.child_pids_alive(), 5, "children to exit")
+    assert not (cluster.data_dir / "endpoints.json").exists()
