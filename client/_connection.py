@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import grpc
 
@@ -31,6 +32,18 @@ def parse_service_url(url: str) -> list[str]:
             raise InvalidUrl(f"service URL {url!r}: {part!r} is not host:port")
         hosts.append(f"{host}:{port}")
     return hosts
+
+
+def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:
+    """Run ``fn`` on ``loop``: now when already on it, else at its next turn."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        fn()
+    else:
+        loop.call_soon_threadsafe(fn)
 
 
 class Connection:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from client._connection import Connection
+from client._connection import Connection, call_in_loop
 from client._producer import from_wire_or
 from client.enums import ConsumerType, InitialPosition, SubscriptionMode
 from client.exceptions import (
@@ -204,7 +204,7 @@ class ConsumerEngine:
         self._taken_since_flow += 1
         if self._taken_since_flow >= max(1, self.opts.receiver_queue_size // 2):
             permits, self._taken_since_flow = self._taken_since_flow, 0
-            self._call_in_loop(lambda: self.loop.create_task(self._send_flow(permits)))
+            call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
         return msg
 
     async def _send_flow(self, permits: int) -> None:
@@ -310,7 +310,7 @@ class ConsumerEngine:
         def arm() -> None:
             self.loop.call_later(delay, lambda: self.loop.create_task(self.flush_acks()))
 
-        self._call_in_loop(arm)
+        call_in_loop(self.loop, arm)
 
     async def flush_acks(self) -> None:
         with self._lock:
@@ -332,16 +332,6 @@ class ConsumerEngine:
                 await self._write(broker_pb2.ConsumerRequest(ack=ack))
         except Exception as exc:
             log.warning("%s: sending acks failed: %s", self.topic, exc)
-
-    def _call_in_loop(self, fn) -> None:  # type: ignore[no-untyped-def]
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
-            fn()
-        else:
-            self.loop.call_soon_threadsafe(fn)
 
     async def close(self) -> None:
         if self.closed:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from client._connection import Connection
+from client._connection import Connection, call_in_loop
 from client.exceptions import (
     AlreadyClosed,
     InvalidConfiguration,
@@ -241,7 +241,7 @@ class ProducerEngine:
         if sealed:
             self._kick()
         if arm:
-            self._call_in_loop(self._arm_timer)
+            call_in_loop(self.loop, self._arm_timer)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -256,22 +256,12 @@ class ProducerEngine:
         entry = build_entry(messages, self.name, int(time.time() * 1000))
         self._ready.append(_Batch(messages, entry))
 
-    def _call_in_loop(self, fn) -> None:  # type: ignore[no-untyped-def]
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
-            fn()
-        else:
-            self.loop.call_soon_threadsafe(fn)
-
     def _kick(self) -> None:
         with self._lock:
             if self._kicked:
                 return
             self._kicked = True
-        self._call_in_loop(self._wake.set)
+        call_in_loop(self.loop, self._wake.set)
 
     def _arm_timer(self) -> None:
         self.loop.call_later(self.opts.batching_max_publish_delay_ms / 1000, self._timer_fired)

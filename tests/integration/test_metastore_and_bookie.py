@@ -80,7 +80,7 @@ def test_live_session_keeps_its_key_and_close_removes_it(cluster, topic):
         deadline = loop.time() + 2.5  # well past the TTL: the keep-alives hold it
         while loop.time() < deadline:
             assert await ms.get(key) is not None
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.25)  # the elapsed time past the TTL is what is tested
         await session.close()
         assert await ms.get(key) is None
         await ms.close()

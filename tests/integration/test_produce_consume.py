@@ -72,13 +72,17 @@ def test_latest_subscription_sees_only_new_messages(cluster, topic):
         assert consumer.receive(timeout_millis=10000).data() == b"new"
 
 
+def _send_numbers_and_receive(c, topic: str, sub: str, sent: int, received: int):
+    producer = c.create_producer(topic, batching_enabled=False)
+    for i in range(sent):
+        producer.send(str(i).encode())
+    consumer = c.subscribe(topic, sub, initial_position=InitialPosition.Earliest)
+    return consumer, [consumer.receive(timeout_millis=10000) for _ in range(received)]
+
+
 def test_cumulative_ack_and_redelivery_to_the_next_consumer(cluster, topic):
     with Client(cluster.service_url) as c:
-        producer = c.create_producer(topic, batching_enabled=False)
-        for i in range(10):
-            producer.send(str(i).encode())
-        first = c.subscribe(topic, "cum", initial_position=InitialPosition.Earliest)
-        msgs = [first.receive(timeout_millis=10000) for _ in range(6)]
+        first, msgs = _send_numbers_and_receive(c, topic, "cum", 10, 6)
         first.acknowledge_cumulative(msgs[3])  # 0..3 done; 4, 5 received, not acked
         first.close()
         second = c.subscribe(topic, "cum", initial_position=InitialPosition.Earliest)
@@ -88,11 +92,7 @@ def test_cumulative_ack_and_redelivery_to_the_next_consumer(cluster, topic):
 
 def test_individual_acks_leave_holes_that_are_redelivered(cluster, topic):
     with Client(cluster.service_url) as c:
-        producer = c.create_producer(topic, batching_enabled=False)
-        for i in range(6):
-            producer.send(str(i).encode())
-        first = c.subscribe(topic, "ind", initial_position=InitialPosition.Earliest)
-        msgs = [first.receive(timeout_millis=10000) for _ in range(6)]
+        first, msgs = _send_numbers_and_receive(c, topic, "ind", 6, 6)
         for m in msgs:
             if int(m.data()) % 2 == 0:
                 first.acknowledge(m)
