@@ -13,6 +13,7 @@ latency and e2e workloads batch with a 1 ms publish delay.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -110,6 +111,18 @@ def _make_peer(name: str) -> peers.Peer:
 
 peers.make_peer = _make_peer
 peers.server_pid = _server_pid
+
+_original_add_argument = argparse._ActionsContainer.add_argument
+
+
+def _add_argument(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """peers.py lists its own three peers as ``--peer`` choices; add ours."""
+    if "--peer" in args and "choices" in kwargs:
+        kwargs["choices"] = [*kwargs["choices"], "magnetar"]
+    return _original_add_argument(self, *args, **kwargs)
+
+
+argparse._ActionsContainer.add_argument = _add_argument  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     peers.main()
