@@ -60,9 +60,15 @@ def main() -> None:
 @with_common
 @click.option("--data-dir", help="Raft journal and snapshot directory.")
 @click.option("--raft-port", type=int, help="Raft port (0 = free port).")
-@click.option("--peers", help="Other nodes' Raft addresses, comma-separated.")
-def metastore(config, pairs, port, metrics_port, ready_file, data_dir, raft_port, peers) -> None:  # type: ignore[no-untyped-def]
-    """Run a metastore node."""
+@click.option("--id", "node_id", help="This node's id in --peers.")
+@click.option(
+    "--peers",
+    help="Every node, this one included: ID=HOST:CLIENT_PORT:RAFT_PORT, comma-separated.",
+)
+def metastore(
+    config, pairs, port, metrics_port, ready_file, data_dir, raft_port, node_id, peers
+) -> None:  # type: ignore[no-untyped-def]
+    """Run a metastore node (one node, or one of a Raft cluster with --id/--peers)."""
     from metastore.server import serve
     from metastore.settings import MetastoreSettings
 
@@ -76,6 +82,7 @@ def metastore(config, pairs, port, metrics_port, ready_file, data_dir, raft_port
             metrics_port=metrics_port,
             data_dir=data_dir,
             raft_port=raft_port,
+            node_id=node_id,
             peers=peers,
         ),
     )

@@ -1,17 +1,31 @@
 """The metastore process: a Raft node plus its gRPC front end.
 
-Writes become Raft commands and are answered when applied; reads come from
-the local replica. Session liveness is tracked only by the leader, in
-memory: each keep-alive refreshes a deadline, and a session whose deadline
-passes is ended through a replicated ``end_session`` command. A node that
-becomes leader gives every session a fresh TTL before expiring any.
+Theory of operation. Only the leader answers reads and writes; any other node
+answers ``NOT_LEADER`` naming the leader's client address, and the client
+library follows it. A write becomes one Raft command
+``apply(request_id, op, args)`` and is answered once a majority has it on
+disk and this node applied it. Reads come from the leader's replica (a
+deposed leader that has not noticed yet may answer a read stale for up to an
+election timeout; writes are never affected, they need a majority).
+
+Watches may be served by any node: each one replays the kept history from its
+revision, then waits for the Raft thread to signal applied changes.
+
+Session liveness is tracked only by the leader, in memory: each keep-alive
+refreshes a deadline, and a session whose deadline passes is ended through a
+replicated ``end_session`` command. A node that becomes leader gives every
+session a fresh TTL before expiring any.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import os
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +34,7 @@ from prometheus_client import Counter, Gauge
 
 from metastore.raft_node import MetastoreNode
 from metastore.settings import MetastoreSettings
-from metastore.store import validate_key
+from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, Record, validate_key
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.errors import error
 
@@ -28,86 +42,200 @@ log = logging.getLogger("metastore")
 
 OPS = Counter("magnetar_metastore_ops", "Metastore operations served", ["op"])
 IS_LEADER = Gauge("magnetar_metastore_is_leader", "1 when this node is the Raft leader")
+TERM = Gauge("magnetar_metastore_term", "Current Raft term")
 SESSIONS = Gauge("magnetar_metastore_sessions", "Open sessions")
+WATCHES = Gauge("magnetar_metastore_watches", "Open Watch streams on this node")
 COMMIT_INDEX = Gauge("magnetar_metastore_commit_index", "Raft commit index")
+APPLIED_INDEX = Gauge("magnetar_metastore_applied_index", "Raft index applied to the store")
+REVISION = Gauge("magnetar_metastore_revision", "Store revision on this node")
 
 
 class _RaftFailure(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class ClusterLayout:
+    """Who is who: this node's addresses and every node's client address."""
+
+    node_id: str
+    client_address: str
+    raft_address: str
+    partners: list[str]
+    client_of_raft: dict[str, str]
+
+    @classmethod
+    def from_settings(cls, s: MetastoreSettings, port: int, raft_port: int) -> ClusterLayout:
+        if not s.peers.strip():
+            client, raft = f"{s.host}:{port}", f"{s.host}:{raft_port}"
+            return cls(s.node_id or "1", client, raft, [], {raft: client})
+        nodes: dict[str, tuple[str, str]] = {}
+        for part in s.peers.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            node_id, sep, addr = part.partition("=")
+            pieces = addr.rsplit(":", 2)
+            if not sep or len(pieces) != 3 or not all(p.isdigit() for p in pieces[1:]):
+                raise ValueError(f"peer {part!r}: expected ID=HOST:CLIENT_PORT:RAFT_PORT")
+            host, cport, rport = pieces
+            nodes[node_id.strip()] = (f"{host}:{cport}", f"{host}:{rport}")
+        if s.node_id not in nodes:
+            raise ValueError(f"node_id {s.node_id!r} is not one of the peers {sorted(nodes)}")
+        client, raft = nodes[s.node_id]
+        return cls(
+            s.node_id,
+            client,
+            raft,
+            [r for i, (_, r) in nodes.items() if i != s.node_id],
+            {r: c for c, r in nodes.values()},
+        )
+
+
 class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
-    def __init__(self, node: MetastoreNode, settings: MetastoreSettings) -> None:
+    def __init__(
+        self, node: MetastoreNode, settings: MetastoreSettings, layout: ClusterLayout
+    ) -> None:
         self.node = node
         self.settings = settings
+        self.layout = layout
+        self.loop = asyncio.get_running_loop()
         self._deadlines: dict[int, float] = {}
         self._was_leader = False
+        self._changed = asyncio.Event()
+        self._notify_lock = threading.Lock()
+        self._notify_pending = False
+        self._watches: collections.Counter[str] = collections.Counter()
+        self._kept_alive: dict[str, list[set[int]]] = {}
+
+    # ---------------------------------------------------------------- change signal
+
+    def on_apply(self) -> None:
+        """Raft thread: a command was applied; wake the watchers (coalesced)."""
+        with self._notify_lock:
+            if self._notify_pending:
+                return
+            self._notify_pending = True
+        try:
+            self.loop.call_soon_threadsafe(self._wake_watchers)
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
+
+    def _wake_watchers(self) -> None:
+        with self._notify_lock:
+            self._notify_pending = False
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     # ---------------------------------------------------------------- helpers
 
-    async def _propose(self, method: Any, *args: Any) -> tuple:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
+    def _not_leader(self) -> common_pb2.Error | None:
+        if self.node.is_leader:
+            return None
+        raft_leader = self.node.leader_address
+        leader = self.layout.client_of_raft.get(raft_leader or "", "")
+        err = error(
+            common_pb2.NOT_LEADER,
+            f"metastore node {self.layout.node_id} is not the leader"
+            + (f"; the leader is {leader}" if leader else "; no leader is known yet"),
+        )
+        err.leader = leader
+        return err
+
+    async def _propose(self, request_id: bytes, op: str, *args: Any) -> Any:
+        fut: asyncio.Future = self.loop.create_future()
 
         def done(result: Any, err: Any) -> None:
-            loop.call_soon_threadsafe(_settle, fut, result, err)
+            self.loop.call_soon_threadsafe(_settle, fut, result, err)
 
-        method(*args, callback=done)
+        self.node.apply(bytes(request_id), op, *args, callback=done)
         try:
             return await asyncio.wait_for(fut, self.settings.write_timeout_ms / 1000)
         except TimeoutError:
             raise _RaftFailure("the write was not committed in time") from None
 
+    async def _write(self, request_id: bytes, op: str, *args: Any) -> tuple[Any, Any]:
+        """(result, None) or (None, Error) for a replicated write."""
+        bad = self._not_leader()
+        if bad is not None:
+            return None, bad
+        try:
+            return await self._propose(request_id, op, *args), None
+        except _RaftFailure as exc:
+            return None, self._not_leader() or error(common_pb2.SERVICE_NOT_READY, str(exc))
+
     def _check_key(self, key: str) -> common_pb2.Error | None:
         problem = validate_key(key)
         return error(common_pb2.INVALID_KEY, problem) if problem else None
+
+    def _check_value(self, key: str, value: bytes) -> common_pb2.Error | None:
+        if len(value) > self.settings.max_value_size_bytes:
+            return error(
+                common_pb2.VALUE_TOO_LARGE,
+                f"value of {len(value)} bytes for {key}; "
+                f"max_value_size_bytes is {self.settings.max_value_size_bytes}",
+            )
+        return None
 
     # ---------------------------------------------------------------- reads
 
     async def Get(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("get").inc()
-        bad = self._check_key(request.key)
+        bad = self._check_key(request.key) or self._not_leader()
         if bad:
             return metastore_pb2.GetResponse(error=bad)
         record, revision = self.node.store.get(request.key)
         if record is None:
             return metastore_pb2.GetResponse(found=False, revision=revision)
         return metastore_pb2.GetResponse(
-            found=True,
-            revision=revision,
-            record=metastore_pb2.KeyRecord(
-                key=request.key,
-                value=record.value,
-                version=record.version,
-                create_revision=record.create_revision,
-                mod_revision=record.mod_revision,
-                session_id=record.session_id,
-            ),
+            found=True, revision=revision, record=_record(request.key, record)
         )
 
     async def Children(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("children").inc()
-        if request.path != "/":
-            bad = self._check_key(request.path)
-            if bad:
-                return metastore_pb2.ChildrenResponse(error=bad)
+        bad = self._check_key(request.path) if request.path != "/" else None
+        bad = bad or self._not_leader()
+        if bad:
+            return metastore_pb2.ChildrenResponse(error=bad)
         return metastore_pb2.ChildrenResponse(names=self.node.store.children(request.path))
+
+    async def List(self, request, context):  # type: ignore[no-untyped-def]
+        OPS.labels("list").inc()
+        if not request.prefix.startswith("/"):
+            return metastore_pb2.ListResponse(
+                error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
+            )
+        bad = self._not_leader()
+        if bad:
+            return metastore_pb2.ListResponse(error=bad)
+        cap = self.settings.max_list_results
+        limit = min(request.limit, cap) if request.limit > 0 else cap
+        rows, revision, more = self.node.store.list_prefix(request.prefix, limit)
+        return metastore_pb2.ListResponse(
+            records=[_record(k, r) for k, r in rows], revision=revision, more=more
+        )
+
+    async def Status(self, request, context):  # type: ignore[no-untyped-def]
+        st = self.node.status()
+        leader = self.layout.client_of_raft.get(self.node.leader_address or "", "")
+        return metastore_pb2.StatusResponse(
+            node_id=self.layout.node_id,
+            is_leader=self.node.is_leader,
+            leader=leader,
+            term=int(st.get("raft_term", 0)),
+            commit_index=int(st.get("commit_idx", 0)),
+            applied_index=int(st.get("last_applied", 0)),
+            revision=self.node.store.revision,
+            sessions=len(self.node.store.sessions),
+        )
 
     # ---------------------------------------------------------------- writes
 
     async def Put(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("put").inc()
-        bad = self._check_key(request.key)
+        bad = self._check_key(request.key) or self._check_value(request.key, request.value)
         if bad:
             return metastore_pb2.PutResponse(error=bad)
-        if len(request.value) > self.settings.max_value_size_bytes:
-            return metastore_pb2.PutResponse(
-                error=error(
-                    common_pb2.VALUE_TOO_LARGE,
-                    f"value of {len(request.value)} bytes for {request.key}; "
-                    f"max_value_size_bytes is {self.settings.max_value_size_bytes}",
-                )
-            )
         expected = request.expected_version if request.HasField("expected_version") else None
         if expected is not None and expected < -1:
             return metastore_pb2.PutResponse(
@@ -116,12 +244,17 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     f"expected_version {expected}: use -1 (must not exist) or a version >= 0",
                 )
             )
-        try:
-            code, msg, version, revision = await self._propose(
-                self.node.put, request.key, bytes(request.value), expected, request.session_id
-            )
-        except _RaftFailure as exc:
-            return metastore_pb2.PutResponse(error=error(common_pb2.SERVICE_NOT_READY, str(exc)))
+        result, err = await self._write(
+            request.request_id,
+            "put",
+            request.key,
+            bytes(request.value),
+            expected,
+            request.session_id,
+        )
+        if err is not None:
+            return metastore_pb2.PutResponse(error=err)
+        code, msg, version, revision = result
         return metastore_pb2.PutResponse(error=error(code, msg), version=version, revision=revision)
 
     async def Delete(self, request, context):  # type: ignore[no-untyped-def]
@@ -130,12 +263,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         if bad:
             return metastore_pb2.DeleteResponse(error=bad)
         expected = request.expected_version if request.HasField("expected_version") else None
-        try:
-            code, msg, deleted, revision = await self._propose(
-                self.node.delete, request.key, expected
-            )
-        except _RaftFailure as exc:
-            return metastore_pb2.DeleteResponse(error=error(common_pb2.SERVICE_NOT_READY, str(exc)))
+        result, err = await self._write(request.request_id, "delete", request.key, expected)
+        if err is not None:
+            return metastore_pb2.DeleteResponse(error=err)
+        code, msg, deleted, revision = result
         return metastore_pb2.DeleteResponse(
             error=error(code, msg), deleted=bool(deleted), revision=revision
         )
@@ -145,15 +276,96 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         bad = self._check_key(request.key)
         if bad:
             return metastore_pb2.IncrementResponse(error=bad)
-        try:
-            code, msg, value, _ = await self._propose(
-                self.node.increment, request.key, request.delta or 1
-            )
-        except _RaftFailure as exc:
-            return metastore_pb2.IncrementResponse(
-                error=error(common_pb2.SERVICE_NOT_READY, str(exc))
-            )
+        result, err = await self._write(
+            request.request_id, "increment", request.key, request.delta or 1
+        )
+        if err is not None:
+            return metastore_pb2.IncrementResponse(error=err)
+        code, msg, value, _ = result
         return metastore_pb2.IncrementResponse(error=error(code, msg), value=value)
+
+    async def Txn(self, request, context):  # type: ignore[no-untyped-def]
+        OPS.labels("txn").inc()
+        compares: list[tuple[str, int, int, bytes]] = []
+        ops: list[tuple[int, str, bytes, int]] = []
+        for c in request.compares:
+            bad = self._check_key(c.key)
+            if bad:
+                return metastore_pb2.TxnResponse(error=bad)
+            target = CMP_VALUE if c.target == metastore_pb2.Compare.VALUE else CMP_VERSION
+            compares.append((c.key, target, c.version, bytes(c.value)))
+        for op in request.ops:
+            bad = self._check_key(op.key) or self._check_value(op.key, op.value)
+            if bad:
+                return metastore_pb2.TxnResponse(error=bad)
+            ops.append((int(op.kind), op.key, bytes(op.value), op.session_id))
+        if len(compares) + len(ops) > 1000 or not ops:
+            return metastore_pb2.TxnResponse(
+                error=error(
+                    common_pb2.INVALID_ARGUMENT,
+                    f"a txn needs 1 to 1000 compares + ops; got {len(compares)} + {len(ops)}",
+                )
+            )
+        result, err = await self._write(request.request_id, "txn", compares, ops)
+        if err is not None:
+            return metastore_pb2.TxnResponse(error=err)
+        code, msg, succeeded, revision = result
+        return metastore_pb2.TxnResponse(
+            error=error(code, "" if code == common_pb2.OK else msg),
+            succeeded=succeeded,
+            failed_compare="" if succeeded else msg,
+            revision=revision,
+        )
+
+    # ---------------------------------------------------------------- watches
+
+    async def Watch(self, request, context):  # type: ignore[no-untyped-def]
+        OPS.labels("watch").inc()
+        if not request.prefix.startswith("/"):
+            yield metastore_pb2.WatchResponse(
+                error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
+            )
+            return
+        peer = context.peer()
+        if self._watches[peer] >= self.settings.max_watches_per_connection:
+            yield metastore_pb2.WatchResponse(
+                error=error(
+                    common_pb2.TOO_MANY_REQUESTS,
+                    f"this connection already has {self._watches[peer]} watches "
+                    f"(max_watches_per_connection = {self.settings.max_watches_per_connection})",
+                )
+            )
+            return
+        self._watches[peer] += 1
+        WATCHES.inc()
+        try:
+            nxt = request.from_revision if request.from_revision > 0 else 0
+            if nxt == 0:
+                nxt = self.node.store.revision + 1
+                # Tell the watcher where it starts, so it can resume from there.
+                yield metastore_pb2.WatchResponse(revision=nxt - 1)
+            while True:
+                changed = self._changed
+                try:
+                    events, nxt = self.node.store.events_since(
+                        nxt, request.prefix, self.settings.watch_batch_events
+                    )
+                except CompactedError as exc:
+                    yield metastore_pb2.WatchResponse(error=error(common_pb2.COMPACTED, str(exc)))
+                    return
+                if events:
+                    yield metastore_pb2.WatchResponse(
+                        events=[_event(e) for e in events], revision=self.node.store.revision
+                    )
+                    continue
+                if nxt <= self.node.store.revision:
+                    continue
+                await changed.wait()
+        finally:
+            self._watches[peer] -= 1
+            if self._watches[peer] <= 0:
+                del self._watches[peer]
+            WATCHES.dec()
 
     # ---------------------------------------------------------------- sessions
 
@@ -167,12 +379,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     f"session TTL {request.ttl_ms} ms is outside [{lo}, {hi}] ms",
                 )
             )
-        try:
-            code, msg, session_id, _ = await self._propose(self.node.create_session, request.ttl_ms)
-        except _RaftFailure as exc:
-            return metastore_pb2.CreateSessionResponse(
-                error=error(common_pb2.SERVICE_NOT_READY, str(exc))
-            )
+        result, err = await self._write(request.request_id, "create_session", request.ttl_ms)
+        if err is not None:
+            return metastore_pb2.CreateSessionResponse(error=err)
+        code, msg, session_id, _ = result
         if code == common_pb2.OK:
             self._deadlines[session_id] = time.monotonic() + request.ttl_ms / 1000
         return metastore_pb2.CreateSessionResponse(
@@ -180,27 +390,51 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         )
 
     async def KeepAlive(self, request_iterator, context):  # type: ignore[no-untyped-def]
-        async for request in request_iterator:
-            sid = request.session_id
-            state = self.node.store.sessions.get(sid)
-            if state is None:
-                yield metastore_pb2.KeepAliveResponse(
-                    session_id=sid,
-                    alive=False,
-                    error=error(common_pb2.SESSION_EXPIRED, f"session {sid} has expired"),
-                )
-                continue
-            self._deadlines[sid] = time.monotonic() + state.ttl_ms / 1000
-            yield metastore_pb2.KeepAliveResponse(session_id=sid, alive=True)
+        peer = context.peer()
+        streams = self._kept_alive.setdefault(peer, [])
+        mine: set[int] = set()
+        streams.append(mine)
+        try:
+            async for request in request_iterator:
+                OPS.labels("keep_alive").inc()
+                sid = request.session_id
+                bad = self._not_leader()
+                if bad is not None:
+                    yield metastore_pb2.KeepAliveResponse(session_id=sid, error=bad)
+                    continue
+                state = self.node.store.sessions.get(sid)
+                if state is None:
+                    yield metastore_pb2.KeepAliveResponse(
+                        session_id=sid,
+                        alive=False,
+                        error=error(common_pb2.SESSION_EXPIRED, f"session {sid} has expired"),
+                    )
+                    continue
+                held = sum(len(s) for s in streams)
+                if sid not in mine and held >= self.settings.max_sessions_per_connection:
+                    yield metastore_pb2.KeepAliveResponse(
+                        session_id=sid,
+                        error=error(
+                            common_pb2.TOO_MANY_REQUESTS,
+                            f"this connection already keeps {held} sessions alive "
+                            f"(max_sessions_per_connection = "
+                            f"{self.settings.max_sessions_per_connection})",
+                        ),
+                    )
+                    continue
+                mine.add(sid)
+                self._deadlines[sid] = time.monotonic() + state.ttl_ms / 1000
+                yield metastore_pb2.KeepAliveResponse(session_id=sid, alive=True)
+        finally:
+            streams.remove(mine)
+            if not streams:
+                self._kept_alive.pop(peer, None)
 
     async def CloseSession(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("close_session").inc()
-        try:
-            await self._propose(self.node.end_session, request.session_id)
-        except _RaftFailure as exc:
-            return metastore_pb2.CloseSessionResponse(
-                error=error(common_pb2.SERVICE_NOT_READY, str(exc))
-            )
+        _, err = await self._write(request.request_id, "end_session", request.session_id)
+        if err is not None:
+            return metastore_pb2.CloseSessionResponse(error=err)
         self._deadlines.pop(request.session_id, None)
         return metastore_pb2.CloseSessionResponse()
 
@@ -215,9 +449,12 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     async def _expire_once(self) -> None:
         leader = self.node.is_leader
-        IS_LEADER.set(1 if leader else 0)
         status = self.node.status()
+        IS_LEADER.set(1 if leader else 0)
+        TERM.set(status.get("raft_term", 0))
         COMMIT_INDEX.set(status.get("commit_idx", 0))
+        APPLIED_INDEX.set(status.get("last_applied", 0))
+        REVISION.set(self.node.store.revision)
         sessions = self.node.store.sessions
         SESSIONS.set(len(sessions))
         if not leader:
@@ -233,10 +470,32 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             deadline = self._deadlines.setdefault(sid, now + state.ttl_ms / 1000)
             if deadline < now:
                 log.info("session %d expired (ttl %d ms)", sid, state.ttl_ms)
-                await self._propose(self.node.end_session, sid)
+                await self._propose(b"", "end_session", sid)
                 self._deadlines.pop(sid, None)
         for sid in [s for s in self._deadlines if s not in sessions]:
             self._deadlines.pop(sid, None)
+
+
+def _record(key: str, r: Record) -> metastore_pb2.KeyRecord:
+    return metastore_pb2.KeyRecord(
+        key=key,
+        value=r.value,
+        version=r.version,
+        create_revision=r.create_revision,
+        mod_revision=r.mod_revision,
+        session_id=r.session_id,
+    )
+
+
+def _event(e: Any) -> metastore_pb2.Event:
+    return metastore_pb2.Event(
+        type=e.type,
+        key=e.key,
+        value=e.value,
+        version=max(e.version, 0),
+        revision=e.revision,
+        session_id=e.session_id,
+    )
 
 
 def _settle(fut: asyncio.Future, result: Any, err: Any) -> None:
@@ -250,25 +509,37 @@ def _settle(fut: asyncio.Future, result: Any, err: Any) -> None:
 
 async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("metastore", settings.log_level)
-    raft_port = settings.raft_port or serving.free_port(settings.host)
-    peers = [p.strip() for p in settings.peers.split(",") if p.strip()]
+    if settings.peers.strip():
+        layout = ClusterLayout.from_settings(settings, 0, 0)
+        host, port_s = layout.client_address.rsplit(":", 1)
+        port, raft_port = int(port_s), int(layout.raft_address.rsplit(":", 1)[1])
+    else:
+        host = settings.host
+        raft_port = settings.raft_port or serving.free_port(settings.host)
+        port = settings.port or serving.free_port(settings.host)
+        layout = ClusterLayout.from_settings(settings, port, raft_port)
+    server = grpc.aio.server(options=serving.grpc_options())
+    holder: list[MetastoreService] = []
     node = MetastoreNode(
-        f"{settings.host}:{raft_port}",
-        peers,
+        layout.raft_address,
+        layout.partners,
         Path(settings.data_dir),
         max_sessions=settings.max_sessions,
+        max_history=settings.watch_history_events,
+        dedup_window=settings.dedup_window_requests,
         tick_period_ms=settings.tick_period_ms,
         election_timeout_min_ms=settings.election_timeout_min_ms,
         election_timeout_max_ms=settings.election_timeout_max_ms,
         log_compaction_min_entries=settings.log_compaction_min_entries,
+        on_apply=lambda: holder[0].on_apply() if holder else None,
     )
-    server = grpc.aio.server(options=serving.grpc_options())
-    service = MetastoreService(node, settings)
+    service = MetastoreService(node, settings, layout)
+    holder.append(service)
     metastore_pb2_grpc.add_MetastoreServicer_to_server(service, server)
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, settings.host, settings.port)
-    metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
+    port = await serving.bind(server, host, port)
+    metrics_port = serving.start_metrics(host, settings.metrics_port)
     await server.start()
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
@@ -280,16 +551,20 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
     serving.write_ready_file(
         ready_file,
         {
-            "grpc": f"{settings.host}:{port}",
-            "raft": f"{settings.host}:{raft_port}",
+            "grpc": f"{host}:{port}",
+            "raft": layout.raft_address,
+            "node_id": layout.node_id,
             "metrics": metrics_port,
+            "pid": os.getpid(),
         },
     )
     log.info(
-        "metastore serving on %s:%d (raft %d, metrics %d, data %s)",
-        settings.host,
+        "metastore node %s serving on %s:%d (raft %s, %d partners, metrics %d, data %s)",
+        layout.node_id,
+        host,
         port,
-        raft_port,
+        layout.raft_address,
+        len(layout.partners),
         metrics_port,
         settings.data_dir,
     )

@@ -14,8 +14,12 @@ class MetastoreSettings:
     raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")
     metrics_port: int = setting(7000, "Prometheus /metrics port (0 = free port, -1 = off).")
     data_dir: str = setting("./data/metastore", "Directory of the Raft journal and snapshot.")
+    node_id: str = setting("", "This node's id in ``peers`` (required when peers is set).")
     peers: str = setting(
-        "", "Comma-separated Raft addresses of the other nodes (empty = a one-node cluster)."
+        "",
+        "Every node of the cluster, this one included, as comma-separated "
+        "``ID=HOST:CLIENT_PORT:RAFT_PORT`` (e.g. ``1=10.0.0.1:2379:2380``); empty = a "
+        "one-node cluster on host/port/raft_port.",
     )
     max_value_size_bytes: int = setting(1048576, "Largest value a put may store.")
     max_sessions: int = setting(10000, "Most sessions the store holds at once.")
@@ -30,5 +34,19 @@ class MetastoreSettings:
     log_compaction_min_entries: int = setting(
         5000, "Raft log entries after which a snapshot replaces the log."
     )
+    watch_history_events: int = setting(
+        10000, "Newest changes kept for watchers to resume from; older ones are compacted."
+    )
+    dedup_window_requests: int = setting(
+        10000, "Newest write request ids whose results are kept to answer retries."
+    )
+    max_list_results: int = setting(10000, "Most records one List call returns.")
+    max_watches_per_connection: int = setting(
+        100, "Open Watch streams one client connection may hold."
+    )
+    max_sessions_per_connection: int = setting(
+        100, "Sessions one client connection may keep alive at once."
+    )
+    watch_batch_events: int = setting(500, "Most events in one Watch response message.")
     write_timeout_ms: int = setting(10000, "How long a write may wait for its Raft commit.")
     log_level: str = setting("INFO", "Logging level.")

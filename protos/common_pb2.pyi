@@ -31,6 +31,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_LEADER: _ClassVar[ErrorCode]
     VALUE_TOO_LARGE: _ClassVar[ErrorCode]
     INVALID_KEY: _ClassVar[ErrorCode]
+    COMPACTED: _ClassVar[ErrorCode]
     NO_SUCH_ENTRY: _ClassVar[ErrorCode]
     NO_SUCH_LEDGER: _ClassVar[ErrorCode]
     DIGEST_MISMATCH: _ClassVar[ErrorCode]
@@ -67,6 +68,7 @@ SESSION_EXPIRED: ErrorCode
 NOT_LEADER: ErrorCode
 VALUE_TOO_LARGE: ErrorCode
 INVALID_KEY: ErrorCode
+COMPACTED: ErrorCode
 NO_SUCH_ENTRY: ErrorCode
 NO_SUCH_LEDGER: ErrorCode
 DIGEST_MISMATCH: ErrorCode
@@ -80,12 +82,14 @@ ZSTD: CompressionType
 SNAPPY: CompressionType
 
 class Error(_message.Message):
-    __slots__ = ("code", "message")
+    __slots__ = ("code", "message", "leader")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
     code: ErrorCode
     message: str
-    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
+    leader: str
+    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
 
 class KeyValue(_message.Message):
     __slots__ = ("key", "value")

@@ -74,6 +74,26 @@ class MetastoreStub:
                 request_serializer=protos_dot_metastore__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=protos_dot_metastore__pb2.CloseSessionResponse.FromString,
                 _registered_method=True)
+        self.List = channel.unary_unary(
+                '/magnetar.Metastore/List',
+                request_serializer=protos_dot_metastore__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_metastore__pb2.ListResponse.FromString,
+                _registered_method=True)
+        self.Txn = channel.unary_unary(
+                '/magnetar.Metastore/Txn',
+                request_serializer=protos_dot_metastore__pb2.TxnRequest.SerializeToString,
+                response_deserializer=protos_dot_metastore__pb2.TxnResponse.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/magnetar.Metastore/Watch',
+                request_serializer=protos_dot_metastore__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_metastore__pb2.WatchResponse.FromString,
+                _registered_method=True)
+        self.Status = channel.unary_unary(
+                '/magnetar.Metastore/Status',
+                request_serializer=protos_dot_metastore__pb2.StatusRequest.SerializeToString,
+                response_deserializer=protos_dot_metastore__pb2.StatusResponse.FromString,
+                _registered_method=True)
 
 
 class MetastoreServicer:
@@ -130,6 +150,32 @@ class MetastoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Txn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Every change under a prefix, in revision order, from a revision on; the
+        stream first replays the kept history, then follows new changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Status(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MetastoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +218,26 @@ def add_MetastoreServicer_to_server(servicer, server):
                     servicer.CloseSession,
                     request_deserializer=protos_dot_metastore__pb2.CloseSessionRequest.FromString,
                     response_serializer=protos_dot_metastore__pb2.CloseSessionResponse.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_metastore__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_metastore__pb2.ListResponse.SerializeToString,
+            ),
+            'Txn': grpc.unary_unary_rpc_method_handler(
+                    servicer.Txn,
+                    request_deserializer=protos_dot_metastore__pb2.TxnRequest.FromString,
+                    response_serializer=protos_dot_metastore__pb2.TxnResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_metastore__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_metastore__pb2.WatchResponse.SerializeToString,
+            ),
+            'Status': grpc.unary_unary_rpc_method_handler(
+                    servicer.Status,
+                    request_deserializer=protos_dot_metastore__pb2.StatusRequest.FromString,
+                    response_serializer=protos_dot_metastore__pb2.StatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +456,114 @@ class Metastore:
             '/magnetar.Metastore/CloseSession',
             protos_dot_metastore__pb2.CloseSessionRequest.SerializeToString,
             protos_dot_metastore__pb2.CloseSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Metastore/List',
+            protos_dot_metastore__pb2.ListRequest.SerializeToString,
+            protos_dot_metastore__pb2.ListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Txn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Metastore/Txn',
+            protos_dot_metastore__pb2.TxnRequest.SerializeToString,
+            protos_dot_metastore__pb2.TxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/magnetar.Metastore/Watch',
+            protos_dot_metastore__pb2.WatchRequest.SerializeToString,
+            protos_dot_metastore__pb2.WatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Status(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Metastore/Status',
+            protos_dot_metastore__pb2.StatusRequest.SerializeToString,
+            protos_dot_metastore__pb2.StatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
