@@ -112,3 +112,81 @@ def test_key_validation(key, problem):
 
 def test_valid_keys():
     assert validate_key("/managed-ledgers/public/default/persistent/t") is None
+
+
+def test_every_revision_is_one_event_and_watchers_resume_or_hear_compacted():
+    from metastore.store import DELETE, PUT, CompactedError
+
+    s = MetadataStore(max_history=5)
+    sid = s.create_session(5000)[2]
+    s.put("/w/a", b"1", None, 0)  # rev 1
+    s.put("/w/b", b"2", None, sid)  # rev 2
+    s.increment("/c", 1)  # rev 3
+    s.delete("/w/a", None)  # rev 4
+    s.delete("/w/missing", None)  # no change, no event
+    s.end_session(sid)  # rev 5: /w/b deleted
+    events, nxt = s.events_since(1, "/w/", 100)
+    assert [(e.revision, e.type, e.key) for e in events] == [
+        (1, PUT, "/w/a"),
+        (2, PUT, "/w/b"),
+        (4, DELETE, "/w/a"),
+        (5, DELETE, "/w/b"),
+    ]
+    assert nxt == 6 and s.revision == 5
+    assert s.events_since(6, "/", 100) == ([], 6)
+    events, nxt = s.events_since(2, "/", 2)  # a limit stops early, resumable
+    assert [e.revision for e in events] == [2, 3] and nxt == 4
+    s.put("/w/z", b"", None, 0)  # rev 6: rev 1 falls out of the 5 kept
+    with pytest.raises(CompactedError):
+        s.events_since(1, "/", 100)
+    assert [e.revision for e in s.events_since(2, "/", 100)[0]] == [2, 3, 4, 5, 6]
+
+
+def test_txn_is_all_or_nothing():
+    from metastore.store import CMP_VALUE, CMP_VERSION, OP_DELETE, OP_PUT
+
+    s = MetadataStore()
+    s.put("/t/a", b"1", None, 0)
+    rev = s.revision
+    code, msg, ok, r = s.txn([("/t/a", CMP_VERSION, 1, b"")], [(OP_PUT, "/t/b", b"x", 0)])
+    assert code == OK and not ok and "version is 0, not 1" in msg and r == rev
+    assert s.get("/t/b")[0] is None
+    code, _, ok, _ = s.txn([], [(OP_PUT, "/t/b", b"x", 0), (OP_PUT, "/t/c", b"", 99)])
+    assert code == SESSION_EXPIRED and not ok and s.get("/t/b")[0] is None and s.revision == rev
+    code, _, ok, r = s.txn(
+        [("/t/a", CMP_VALUE, 0, b"1"), ("/t/new", CMP_VERSION, -1, b"")],
+        [(OP_DELETE, "/t/a", b"", 0), (OP_PUT, "/t/new", b"n", 0)],
+    )
+    assert code == OK and ok and r == rev + 2
+    assert s.get("/t/a")[0] is None and s.get("/t/new")[0].value == b"n"  # type: ignore[union-attr]
+
+
+def test_a_retried_request_id_returns_the_first_result_and_applies_once():
+    s = MetadataStore(dedup_window=2)
+    first = s.apply(b"r1", "increment", "/n", 1)
+    assert s.apply(b"r1", "increment", "/n", 1) == first
+    assert s.get("/n")[0].value == b"1"  # type: ignore[union-attr]
+    s.apply(b"r2", "increment", "/n", 1)
+    s.apply(b"r3", "increment", "/n", 1)  # r1 leaves the window of 2
+    assert s.apply(b"r1", "increment", "/n", 1)[2] == 4
+    assert s.apply(b"", "increment", "/n", 1)[2] == 5  # no id: no dedup
+    assert s.apply(b"", "increment", "/n", 1)[2] == 6
+
+
+def test_list_prefix_in_key_order_with_a_limit():
+    s = MetadataStore()
+    for key in ["/l/b", "/l/a", "/l/c/d", "/lx", "/m"]:
+        s.put(key, key.encode(), None, 0)
+    rows, rev, more = s.list_prefix("/l/", 10)
+    assert [k for k, _ in rows] == ["/l/a", "/l/b", "/l/c/d"] and not more and rev == 5
+    rows, _, more = s.list_prefix("/l", 2)
+    assert [k for k, _ in rows] == ["/l/a", "/l/b"] and more
+
+
+def test_snapshot_keeps_history_and_dedup():
+    s = MetadataStore(max_history=10)
+    s.apply(b"r", "put", "/p", b"v", None, 0)
+    restored = pickle.loads(pickle.dumps(s))
+    assert restored.apply(b"r", "put", "/p", b"v", None, 0) == s.dedup[b"r"]
+    assert restored.revision == 1
+    assert [e.key for e in restored.events_since(1, "/", 10)[0]] == ["/p"]

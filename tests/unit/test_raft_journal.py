@@ -1,0 +1,43 @@
+"""The pysyncobj journal corrections: every change is flushed before it is used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from metastore.raft_node import DurableFileJournal
+
+
+def test_appends_truncations_and_term_votes_are_flushed(tmp_path: Path, monkeypatch) -> None:
+    flushes: list[str] = []
+    fsynced: list[str] = []
+    journal = DurableFileJournal(str(tmp_path / "j"), str(tmp_path / "dump"))
+    monkeypatch.setattr(journal, "flush", lambda: flushes.append("flush"))
+    import metastore.raft_node as rn
+
+    real = rn._fsync_path
+    monkeypatch.setattr(
+        rn, "_fsync_path", lambda p, directory=False: (fsynced.append(str(p)), real(p, directory))
+    )
+    journal.add(b"cmd1", 1, 1)
+    journal.add(b"cmd2", 2, 1)
+    assert flushes == ["flush", "flush"]
+    journal.deleteEntriesFrom(1)
+    assert len(flushes) == 3 and len(journal) == 1
+    journal.setCurrentTerm(5, "node2")
+    assert str(tmp_path / "j.meta") in fsynced
+    (tmp_path / "dump").write_bytes(b"snapshot")
+    journal.add(b"cmd3", 3, 1)
+    journal.deleteEntriesTo(1)  # compaction: the dump is synced before the log shrinks
+    assert str(tmp_path / "dump") in fsynced
+    assert [journal[i][0] for i in range(len(journal))] == [b"cmd3"]
+
+
+def test_a_reopened_journal_has_the_entries(tmp_path: Path) -> None:
+    journal = DurableFileJournal(str(tmp_path / "j"), str(tmp_path / "dump"))
+    for i in range(1, 101):
+        journal.add(f"cmd{i}".encode(), i, 1)
+    journal.deleteEntriesTo(50)
+    journal.setCurrentTerm(3, "n1")
+    journal._destroy()
+    again = DurableFileJournal(str(tmp_path / "j"), str(tmp_path / "dump"))
+    assert len(again) == 50 and again[0][1] == 51 and again.getCurrentTerm() == 3
