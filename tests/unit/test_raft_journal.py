@@ -15,9 +15,12 @@ def test_appends_truncations_and_term_votes_are_flushed(tmp_path: Path, monkeypa
     import metastore.raft_node as rn
 
     real = rn._fsync_path
-    monkeypatch.setattr(
-        rn, "_fsync_path", lambda p, directory=False: (fsynced.append(str(p)), real(p, directory))
-    )
+
+    def recording_fsync(path, directory=False):  # type: ignore[no-untyped-def]
+        fsynced.append(str(path))
+        real(path, directory)
+
+    monkeypatch.setattr(rn, "_fsync_path", recording_fsync)
     journal.add(b"cmd1", 1, 1)
     journal.add(b"cmd2", 2, 1)
     assert flushes == ["flush", "flush"]
