@@ -14,6 +14,7 @@ from metastore.client import (
     Compare,
     InvalidKeyError,
     MetastoreClient,
+    MetastoreError,
     MetastoreUnavailableError,
     Op,
     SessionExpiredError,
@@ -25,6 +26,7 @@ FAST = [
     "election_timeout_min_ms=300",
     "election_timeout_max_ms=600",
     "session_check_interval_ms=100",
+    "max_watches_per_connection=2",
 ]
 
 
@@ -249,12 +251,37 @@ def test_bad_input_gets_typed_errors_and_changes_nothing(ms_cluster):
         assert (await client.get("/test/b/k")).value == b"v"  # type: ignore[union-attr]
         assert await client.get("/test/b/t1") is None
 
+        # At most max_watches_per_connection (2 here) watches per connection.
+        watches = [client.watch("/test/b/") for _ in range(3)]
+        await watches[0].started()
+        await watches[1].started()
+        with pytest.raises(MetastoreError, match="max_watches_per_connection"):
+            await watches[2].started()
+        for w in watches:
+            await w.close()
+
         ok, revision = await client.txn(
             [Compare("/test/b/k", value=b"v"), Compare("/test/b/new", version=-1)],
             [Op("/test/b/k", None), Op("/test/b/new", b"n")],
         )
         assert ok and revision == before + 2
         assert await client.get("/test/b/k") is None
+        await client.close()
+
+    run(main())
+
+
+def test_a_synchronous_write_does_not_wait_for_the_append_period(ms_cluster):
+    """pysyncobj's defaults hold each command for the next append period (0.1 s)."""
+
+    async def main() -> None:
+        client = MetastoreClient(ms_cluster.addresses)
+        await client.put("/test/p/warm", b"")
+        t0 = time.monotonic()
+        for i in range(20):
+            await client.put(f"/test/p/{i}", b"")
+        # 20 writes that each waited for a 0.05-0.1 s period would take >= 1 s.
+        assert time.monotonic() - t0 < 1.0
         await client.close()
 
     run(main())

@@ -211,3 +211,33 @@ def test_metrics_endpoints_serve_prometheus_text(cluster):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             body = resp.read().decode()
         assert "magnetar_" in body, role
+
+
+def test_metastore_metrics_report_raft_state_ops_sessions_and_watches(cluster):
+    import urllib.request
+
+    from tests.harness import wait_for
+
+    port = cluster.endpoints["metrics"]["metastore"]
+
+    def scrape() -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            body = resp.read().decode()
+        values = {}
+        for line in body.splitlines():
+            if line.startswith("magnetar_metastore_"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+        return values
+
+    # Refreshed every session_check_interval_ms; the broker and bookie hold sessions.
+    got = wait_for(
+        lambda: (m := scrape()).get("magnetar_metastore_sessions", 0) >= 2 and m,
+        10,
+        "session gauges",
+    )
+    assert got["magnetar_metastore_is_leader"] == 1
+    assert got["magnetar_metastore_term"] >= 1
+    assert got["magnetar_metastore_commit_index"] >= got["magnetar_metastore_applied_index"] > 0
+    assert got['magnetar_metastore_ops_total{op="put"}'] > 0
+    assert "magnetar_metastore_watches" in got
