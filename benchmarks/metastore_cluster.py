@@ -74,7 +74,17 @@ async def failover(cluster: MetastoreCluster, client: MetastoreClient) -> dict:
     t0 = time.monotonic()
     cluster.kill9(leader)
     await client.put("/bench/after-failover", b"x")
-    return {"killed": leader, "kill_to_first_write_s": round(time.monotonic() - t0, 3)}
+    first_write = time.monotonic() - t0
+    elected = None
+    for node_id in cluster.procs:
+        st = await client.status(cluster.address(node_id))
+        if st.is_leader:
+            elected = node_id
+    return {
+        "killed": leader,
+        "new_leader": elected,
+        "kill_to_first_write_s": round(first_write, 3),
+    }
 
 
 async def main_async(cluster: MetastoreCluster, seconds: float) -> None:

@@ -4,7 +4,7 @@ Theory of operation. The client knows every node's address and sends each
 call to the node it believes leads. A ``NOT_LEADER`` answer names the leader
 and the call goes there; an unreachable node or a write that could not
 commit sends it to the next node after a backoff (``backoff_initial_s``
-doubling up to ``backoff_max_s``), until ``timeout_s`` has passed for that
+doubling up to ``backoff_max_s``, 50 ms and 250 ms by default), until ``timeout_s`` has passed for that
 call. Every write carries a request id chosen once per call, so the store
 answers a retry of a write that already committed with its first result and
 never applies it twice: all operations are safe to retry.
@@ -145,7 +145,7 @@ class MetastoreClient:
         timeout_s: float = 10.0,
         attempt_timeout_s: float = 3.0,
         backoff_initial_s: float = 0.05,
-        backoff_max_s: float = 1.0,
+        backoff_max_s: float = 0.25,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]

@@ -7,10 +7,12 @@ pysyncobj needs four corrections here (DESIGN §9, measured):
   drive the ticks ourselves and follow every waiting tick with a zero-wait
   one, which commits at once (72 µs per synchronous write instead of 10-50 ms).
 * Its file journal is an mmap it never flushes, and its term/vote file is
-  written without fsync. :class:`DurableFileJournal` flushes the journal after
-  every append or truncation and fsyncs the term/vote file, so an entry is on
-  disk before its node counts it towards a majority (the leader when it
-  appends, a follower before it answers the append).
+  written without fsync. :class:`DurableFileJournal` fsyncs the term/vote
+  file and flushes truncations at once; appends are flushed once per tick
+  (group commit), after pysyncobj's tick and before anything can depend on
+  them: the leader counts its own entries towards a majority only at the
+  start of the next tick, and a follower's answers to appends
+  (``next_node_idx``) are held back until the flush.
 * Without ``fullDumpFile`` a compacted log restarts empty, so both the journal
   and the dump file are always set; the dump is fsynced (file and directory)
   before the journal is truncated behind it. ``useFork`` is off because this
@@ -59,11 +61,19 @@ class DurableFileJournal(FileJournal):
         super().__init__(journal_file)
         self._dump_file = dump_file
         self._FileJournal__metaStorer = _DurableMetaStorer(journal_file + ".meta")
+        self.dirty = False
         self.flush()
 
     def add(self, command: Any, idx: int, term: int) -> None:
         super().add(command, idx, term)
+        self.dirty = True
+
+    def flush_if_dirty(self) -> bool:
+        if not self.dirty:
+            return False
+        self.dirty = False
         self.flush()
+        return True
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         super().deleteEntriesFrom(entryFrom)
@@ -77,11 +87,13 @@ class DurableFileJournal(FileJournal):
         FileJournal.clear(self)
         for entry in journal:
             FileJournal.add(self, *entry)
+        self.dirty = False
         self.flush()
 
     def clear(self) -> None:
         self._sync_dump()
         super().clear()
+        self.dirty = False
         self.flush()
 
     def _sync_dump(self) -> None:
@@ -127,6 +139,9 @@ class MetastoreNode(SyncObj):
         self._stopping = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="raft-tick", daemon=True)
         self._on_apply = on_apply
+        self._journal: DurableFileJournal | None = None
+        self._held_acks: list[tuple[Any, dict]] = []
+        self._send: Callable[[Any, dict], bool] | None = None
         with _JOURNAL_LOCK:
             pysyncobj.syncobj.createJournal = lambda path: DurableFileJournal(path, dump)
             try:
@@ -136,13 +151,34 @@ class MetastoreNode(SyncObj):
         self.store = MetadataStore(
             max_sessions=max_sessions, max_history=max_history, dedup_window=dedup_window
         )
+        self._journal = self._SyncObj__raftLog
+        transport = self._SyncObj__transport
+        self._send = transport.send
+        transport.send = self._send_after_flush
         self._ticker.start()
+
+    def _send_after_flush(self, node: Any, message: dict) -> bool:
+        """Hold a follower's answer to appends until its journal is flushed."""
+        assert self._journal is not None and self._send is not None
+        if message.get("type") == "next_node_idx" and self._journal.dirty:
+            self._held_acks.append((node, message))
+            return True
+        return bool(self._send(node, message))
+
+    def _sync(self) -> None:
+        assert self._journal is not None and self._send is not None
+        self._journal.flush_if_dirty()
+        held, self._held_acks = self._held_acks, []
+        for node, message in held:
+            self._send(node, message)
 
     def _tick_loop(self) -> None:
         while not self._stopping.is_set():
             try:
                 self.doTick(self._tick_s)
+                self._sync()
                 self.doTick(0.0)
+                self._sync()
             except Exception:  # a failed tick must not stop replication
                 log.exception("raft tick failed")
 
