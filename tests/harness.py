@@ -180,8 +180,15 @@ class MetastoreCluster:
         ready = node_dir / "ready.json"
         ready.unlink(missing_ok=True)
         log = open(node_dir / "metastore.log", "a")  # noqa: SIM115 (kept by the process)
-        cmd = [sys.executable, "-m", "broker.cli", "metastore", "--id", node_id]
-        cmd += ["--peers", self.peers, "--data-dir", str(node_dir / "data")]
+        cmd = [sys.executable, "-m", "broker.cli", "metastore"]
+        if node_id == self.ids[-1]:
+            # The last node takes its identity from a config file, the others from flags.
+            config = node_dir / "magnetar.toml"
+            config.write_text(f'[metastore]\nnode_id = "{node_id}"\npeers = "{self.peers}"\n')
+            cmd += ["--config", str(config)]
+        else:
+            cmd += ["--id", node_id, "--peers", self.peers]
+        cmd += ["--data-dir", str(node_dir / "data")]
         cmd += ["--metrics-port", "-1", "--ready-file", str(ready)]
         for s in self.settings:
             cmd += ["--set", s]
