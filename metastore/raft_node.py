@@ -116,6 +116,7 @@ class MetastoreNode(SyncObj):
         election_timeout_min_ms: int,
         election_timeout_max_ms: int,
         log_compaction_min_entries: int,
+        reconnect_interval_ms: int = 250,
         on_apply: Callable[[], None] | None = None,
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +133,14 @@ class MetastoreNode(SyncObj):
             appendEntriesPeriod=min(0.05, election_timeout_min_ms / 1000 / 4),
             logCompactionMinEntries=log_compaction_min_entries,
             dynamicMembershipChange=False,
+            # pysyncobj waits 5 s before reconnecting to a peer it could not reach,
+            # and an unconnected node never starts an election: two survivors of a
+            # leader crash that were not connected to each other stayed leaderless
+            # for seconds. Reconnect fast.
+            connectionRetryTime=reconnect_interval_ms / 1000,
+            # A leader that hears from no majority steps down after two election
+            # timeouts (pysyncobj's default is 30 s of possibly stale reads).
+            leaderFallbackTimeout=2 * election_timeout_max_ms / 1000,
         )
         # pysyncobj snapshots exactly the attributes created after its own
         # __init__: the runtime ones go before it, the replicated state after.
@@ -190,6 +199,10 @@ class MetastoreNode(SyncObj):
     @property
     def is_leader(self) -> bool:
         return bool(self._isLeader())
+
+    @property
+    def term(self) -> int:
+        return int(self.raftCurrentTerm)
 
     @property
     def leader_address(self) -> str | None:

@@ -101,10 +101,13 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         self.layout = layout
         self.loop = asyncio.get_running_loop()
         self._deadlines: dict[int, float] = {}
-        self._was_leader = False
+        self._deadline_term = -1
         self._changed = asyncio.Event()
         self._notify_lock = threading.Lock()
         self._notify_pending = False
+        self._ready_term = -1
+        self._barrier_term = -1
+        self._barrier: asyncio.Task | None = None
         self._watches: collections.Counter[str] = collections.Counter()
         self._kept_alive: dict[str, list[set[int]]] = {}
 
@@ -142,6 +145,33 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         err.leader = leader
         return err
 
+    async def _leader_ready(self) -> common_pb2.Error | None:
+        """None when this node leads and has applied every entry before its term.
+
+        A new leader may hold committed entries it has not applied yet; it
+        commits and applies a no-op of its own term before answering anything.
+        """
+        bad = self._not_leader()
+        if bad is not None:
+            return bad
+        term = self.node.term
+        if self._ready_term == term:
+            return None
+        if self._barrier is None or self._barrier_term != term:
+            self._barrier_term = term
+            self._barrier = self.loop.create_task(self._propose(b"", "noop"))
+        try:
+            await asyncio.shield(self._barrier)
+        except Exception as exc:
+            if self._barrier_term == term:
+                self._barrier = None
+            return self._not_leader() or error(
+                common_pb2.SERVICE_NOT_READY, f"the new leader is not ready: {exc}"
+            )
+        if self.node.term == term:
+            self._ready_term = term
+        return self._not_leader()
+
     async def _propose(self, request_id: bytes, op: str, *args: Any) -> Any:
         fut: asyncio.Future = self.loop.create_future()
 
@@ -156,7 +186,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     async def _write(self, request_id: bytes, op: str, *args: Any) -> tuple[Any, Any]:
         """(result, None) or (None, Error) for a replicated write."""
-        bad = self._not_leader()
+        bad = await self._leader_ready()
         if bad is not None:
             return None, bad
         try:
@@ -181,7 +211,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     async def Get(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("get").inc()
-        bad = self._check_key(request.key) or self._not_leader()
+        bad = self._check_key(request.key) or await self._leader_ready()
         if bad:
             return metastore_pb2.GetResponse(error=bad)
         record, revision = self.node.store.get(request.key)
@@ -194,7 +224,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     async def Children(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("children").inc()
         bad = self._check_key(request.path) if request.path != "/" else None
-        bad = bad or self._not_leader()
+        bad = bad or await self._leader_ready()
         if bad:
             return metastore_pb2.ChildrenResponse(error=bad)
         return metastore_pb2.ChildrenResponse(names=self.node.store.children(request.path))
@@ -205,7 +235,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             return metastore_pb2.ListResponse(
                 error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
             )
-        bad = self._not_leader()
+        bad = await self._leader_ready()
         if bad:
             return metastore_pb2.ListResponse(error=bad)
         cap = self.settings.max_list_results
@@ -398,7 +428,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             async for request in request_iterator:
                 OPS.labels("keep_alive").inc()
                 sid = request.session_id
-                bad = self._not_leader()
+                bad = await self._leader_ready()
                 if bad is not None:
                     yield metastore_pb2.KeepAliveResponse(session_id=sid, error=bad)
                     continue
@@ -458,14 +488,21 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         sessions = self.node.store.sessions
         SESSIONS.set(len(sessions))
         if not leader:
-            self._was_leader = False
+            self._deadline_term = -1
             return
+        term = self.node.term
+        if await self._leader_ready() is not None:
+            return  # not the leader any more, or not caught up yet
+        sessions = self.node.store.sessions
         now = time.monotonic()
-        if not self._was_leader:
-            # A new leader cannot know when sessions were last kept alive.
-            self._was_leader = True
+        if self._deadline_term != term:
+            # A new leader (or one leading again after another) cannot know
+            # when sessions were last kept alive.
+            self._deadline_term = term
             self._deadlines = {sid: now + s.ttl_ms / 1000 for sid, s in list(sessions.items())}
+            log.info("leader: %d sessions get a fresh TTL", len(self._deadlines))
             return
+        log.debug("expiry pass: %s", {k: round(v - now, 2) for k, v in self._deadlines.items()})
         for sid, state in list(sessions.items()):
             deadline = self._deadlines.setdefault(sid, now + state.ttl_ms / 1000)
             if deadline < now:
@@ -531,6 +568,7 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
         election_timeout_min_ms=settings.election_timeout_min_ms,
         election_timeout_max_ms=settings.election_timeout_max_ms,
         log_compaction_min_entries=settings.log_compaction_min_entries,
+        reconnect_interval_ms=settings.raft_reconnect_interval_ms,
         on_apply=lambda: holder[0].on_apply() if holder else None,
     )
     service = MetastoreService(node, settings, layout)

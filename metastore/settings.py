@@ -31,6 +31,9 @@ class MetastoreSettings:
     tick_period_ms: int = setting(50, "Longest wait of the Raft loop when nothing happens.")
     election_timeout_min_ms: int = setting(150, "Raft election timeout, lower bound.")
     election_timeout_max_ms: int = setting(300, "Raft election timeout, upper bound.")
+    raft_reconnect_interval_ms: int = setting(
+        250, "How soon a node retries a Raft connection to a peer it could not reach."
+    )
     log_compaction_min_entries: int = setting(
         5000, "Raft log entries after which a snapshot replaces the log."
     )

@@ -312,6 +312,10 @@ class MetadataStore:
             if owner is not None:
                 owner.keys.discard(key)
 
+    def noop(self) -> Result:
+        """A barrier: once a new leader applied it, it has applied every earlier entry."""
+        return OK, "", 0, self.revision
+
     def txn(
         self,
         compares: list[tuple[str, int, int, bytes]],
