@@ -12,6 +12,7 @@ import pytest
 from metastore.client import (
     BadVersionError,
     Compare,
+    CompactedError,
     InvalidKeyError,
     MetastoreClient,
     MetastoreError,
@@ -27,6 +28,7 @@ FAST = [
     "election_timeout_max_ms=600",
     "session_check_interval_ms=100",
     "max_watches_per_connection=2",
+    "watch_history_events=100",
 ]
 
 
@@ -282,6 +284,30 @@ def test_a_synchronous_write_does_not_wait_for_the_append_period(ms_cluster):
             await client.put(f"/test/p/{i}", b"")
         # 20 writes that each waited for a 0.05-0.1 s period would take >= 1 s.
         assert time.monotonic() - t0 < 1.0
+        await client.close()
+
+    run(main())
+
+
+def test_a_watch_resumes_from_a_kept_revision_and_hears_compacted_for_an_older_one(ms_cluster):
+    async def main() -> None:
+        client = MetastoreClient(ms_cluster.addresses)
+        for i in range(150):  # watch_history_events=100: the first 50 are compacted away
+            await client.put(f"/test/h/{i % 5}", str(i).encode())
+        _, now = await client.list_prefix("/test/h/")
+        old = client.watch("/test/h/", from_revision=now - 149)
+        with pytest.raises(CompactedError, match="read the current state"):
+            await old.__anext__()
+        await old.close()
+        kept = client.watch("/test/h/", from_revision=now - 9)
+        values = []
+        async with asyncio.timeout(10):
+            async for event in kept:
+                values.append(event.value)
+                if event.revision == now:
+                    break
+        await kept.close()
+        assert values == [str(i).encode() for i in range(140, 150)]
         await client.close()
 
     run(main())
