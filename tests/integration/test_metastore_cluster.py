@@ -11,8 +11,8 @@ import pytest
 
 from metastore.client import (
     BadVersionError,
-    Compare,
     CompactedError,
+    Compare,
     InvalidKeyError,
     MetastoreClient,
     MetastoreError,
