@@ -1,15 +1,30 @@
-"""The ledger client library brokers use: create, write, recover, read.
+"""The ledger client library brokers use: create, write, recover, read, delete.
 
 Ledger metadata lives at ``/ledgers/{id}`` in the metastore (JSON, changed
-only by compare-and-set). A :class:`LedgerWriter` stripes each entry over its
-write set, many entries per bookie request, and confirms entries in order
-once Qa bookies of the write set stored them (:mod:`bookie.quorum`).
+only by compare-and-set): quorums, state, and the ensembles as a list of
+``(first entry id, bookie ids)`` segments.
 
-Scope today: the single-copy case E=Qw=Qa=1 of standalone is complete.
-Recovery fences every bookie of the last ensemble and closes the ledger at
-the highest entry any of them stores, which is exact when every write set is
-one bookie. Ensemble changes, quorum-coverage recovery and read failover
-over striped ensembles belong to the bookie replication issue.
+Writes. A :class:`LedgerWriter` stripes entry ``e`` over the write set
+``(e + i) % E, i < Qw`` of the current ensemble, many entries per bookie
+request, and confirms entries in order once Qa bookies of their write set
+stored them (:mod:`bookie.quorum`); the LAC travels with every entry. When a
+bookie fails, the writer replaces it (ensemble change): a new segment starts
+at the first unconfirmed entry, written to the metadata by compare-and-set,
+and every unconfirmed entry of the failed bookie's write sets is sent to the
+replacement. Only a fence (``LedgerFenced``), a wrong key or no replacement
+fails the writer.
+
+Recovery (open with recovery, another owner taking the ledger over): mark
+the metadata IN_RECOVERY, fence the last ensemble until every write set has
+Qw - Qa + 1 fenced bookies (then the old writer cannot confirm anything
+new), read forward from the highest LAC: an entry any bookie holds is kept,
+an entry that Qw - Qa + 1 bookies of its write set explicitly lack ends the
+ledger, anything else stops recovery (retry later). Kept entries are written
+back to their whole write set (recovery adds pass the fence), then the
+ledger is closed by compare-and-set.
+
+Reads fail over: each entry is asked from the first bookie of its write set,
+and from the next one on an error, a missing entry or a bad digest.
 """
 
 from __future__ import annotations
@@ -27,7 +42,16 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from bookie.quorum import AckTracker, check_quorums, write_set
+from bookie.quorum import (
+    FOUND,
+    UNKNOWN,
+    AckTracker,
+    check_quorums,
+    fence_covers_all_write_sets,
+    fence_quorum,
+    recovery_read_outcome,
+    write_set,
+)
 from metastore.client import BadVersionError, MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.digest import entry_digest
@@ -195,10 +219,42 @@ class BookieConnection:
             out.extend(zip(resp.entry_ids, resp.lacs, resp.digests, resp.payloads, strict=True))
         return out
 
+    async def read_entries(
+        self, ledger_id: int, entry_ids: list[int]
+    ) -> tuple[list[tuple[int, int, int, bytes]], list[int]]:
+        """(entry id, lac, digest, payload) of the entries this bookie holds,
+        and the ids it explicitly does not hold."""
+        rows: list[tuple[int, int, int, bytes]] = []
+        missing: list[int] = []
+        call = self.stub.ReadEntries(
+            bookie_pb2.ReadEntriesRequest(ledger_id=ledger_id, entry_ids=entry_ids),
+            timeout=self.timeout_s,
+        )
+        while (resp := await call.read()) is not grpc.aio.EOF:
+            _check(resp.error, f"read of ledger {ledger_id} on {self.address}")
+            rows.extend(zip(resp.entry_ids, resp.lacs, resp.digests, resp.payloads, strict=True))
+            missing.extend(resp.missing_entry_ids)
+        return rows, missing
+
+    async def delete_ledger(self, ledger_id: int, key: bytes) -> bool:
+        resp = await self.stub.DeleteLedger(
+            bookie_pb2.DeleteLedgerRequest(ledger_id=ledger_id, master_key=key),
+            timeout=self.timeout_s,
+        )
+        _check(resp.error, f"delete of ledger {ledger_id} on {self.address}")
+        return bool(resp.existed)
+
+    async def stats(self) -> bookie_pb2.StatsResponse:
+        return await self.stub.Stats(bookie_pb2.StatsRequest(), timeout=self.timeout_s)
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
         await self._channel.close()
+
+
+class LedgerFencedError(BKError):
+    code = common_pb2.LEDGER_FENCED
 
 
 class LedgerWriter:
@@ -209,20 +265,30 @@ class LedgerWriter:
         self.metadata = metadata
         self.ledger_id = metadata.ledger_id
         self._key = master_key(metadata.password)
-        self._bookies = [client.connection(b) for b in metadata.ensembles[-1][1]]
+        self._ensemble = list(metadata.ensembles[-1][1])
         self._tracker = AckTracker(metadata.ack_quorum)
         self._next_entry_id = 0
         self.lac = -1
         self.length = 0
         self._pending: dict[int, asyncio.Future] = {}
-        self._unsent: list[tuple[int, int, int, bytes]] = []
+        # Unconfirmed entries, kept to resend them after an ensemble change.
+        self._unconfirmed: dict[int, tuple[int, int, bytes]] = {}
+        self._unsent: list[int] = []
         self._flush_scheduled = False
         self._failure: BaseException | None = None
+        self._replacing: set[int] = set()
+        self._change_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()
+        self.ensemble_changes = 0
         self.closed = False
 
     @property
     def outstanding(self) -> int:
         return len(self._pending)
+
+    @property
+    def ensemble(self) -> list[str]:
+        return list(self._ensemble)
 
     def add(self, payload: bytes) -> asyncio.Future:
         """Append; the future gives the entry id once the entry is confirmed."""
@@ -230,13 +296,16 @@ class LedgerWriter:
         fut: asyncio.Future = loop.create_future()
         if self._failure is not None or self.closed:
             fut.set_exception(
-                BKError(f"ledger {self.ledger_id} is closed or failed: {self._failure}")
+                self._failure
+                if isinstance(self._failure, BKError)
+                else BKError(f"ledger {self.ledger_id} is closed or failed: {self._failure}")
             )
             return fut
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         digest = entry_digest(self.ledger_id, entry_id, self.lac, payload)
-        self._unsent.append((entry_id, self.lac, digest, payload))
+        self._unconfirmed[entry_id] = (self.lac, digest, payload)
+        self._unsent.append(entry_id)
         self._pending[entry_id] = fut
         self.length += len(payload)
         if not self._flush_scheduled:
@@ -247,12 +316,26 @@ class LedgerWriter:
     def _flush(self) -> None:
         self._flush_scheduled = False
         unsent, self._unsent = self._unsent, []
-        if not unsent:
-            return
+        if unsent and self._failure is None:
+            self._send(unsent, skip=self._replacing)
+
+    def _send(
+        self,
+        entry_ids: list[int],
+        only: int | None = None,
+        skip: frozenset[int] | set[int] = frozenset(),
+    ) -> None:
+        """One add request per bookie for ``entry_ids`` (to bookie ``only``, if given)."""
         md = self.metadata
         per_bookie: dict[int, bookie_pb2.AddRequest] = {}
-        for entry_id, lac, digest, payload in unsent:
+        for entry_id in entry_ids:
+            got = self._unconfirmed.get(entry_id)
+            if got is None:
+                continue  # confirmed meanwhile
+            lac, digest, payload = got
             for idx in write_set(entry_id, md.ensemble_size, md.write_quorum):
+                if (only is not None and idx != only) or idx in skip:
+                    continue
                 req = per_bookie.get(idx)
                 if req is None:
                     req = per_bookie[idx] = bookie_pb2.AddRequest(
@@ -263,28 +346,111 @@ class LedgerWriter:
                 req.digests.append(digest)
                 req.payloads.append(payload)
         for idx, req in per_bookie.items():
+            bookie_id = self._ensemble[idx]
             ids = list(req.entry_ids)
-            fut = self._bookies[idx].send_add(req)
-            fut.add_done_callback(functools.partial(self._on_response, idx, ids))
+            try:
+                fut = self.client.connection(bookie_id).send_add(req)
+            except BKError as exc:
+                self._bookie_failed(idx, bookie_id, exc)
+                continue
+            fut.add_done_callback(functools.partial(self._on_response, idx, bookie_id, ids))
 
-    def _on_response(self, idx: int, entry_ids: list[int], fut: asyncio.Future) -> None:
+    def _on_response(
+        self, idx: int, bookie_id: str, entry_ids: list[int], fut: asyncio.Future
+    ) -> None:
         if self._failure is not None:
             return
         exc = fut.exception()
         if exc is None and fut.result().error.code != common_pb2.OK:
             err = fut.result().error
-            exc = BKError(f"bookie refused ledger {self.ledger_id} adds: {err.message}", err.code)
+            cls = LedgerFencedError if err.code == common_pb2.LEDGER_FENCED else BKError
+            exc = cls(
+                f"bookie {bookie_id} refused ledger {self.ledger_id} adds: {err.message}", err.code
+            )
         if exc is not None:
-            self._fail(exc)
+            code = getattr(exc, "code", None)
+            if code in (common_pb2.LEDGER_FENCED, common_pb2.UNAUTHORIZED):
+                self._fail(exc)
+            else:
+                self._bookie_failed(idx, bookie_id, exc)
             return
+        if self._ensemble[idx] != bookie_id:
+            return  # a late answer of a replaced bookie: its copies do not count
         for eid in entry_ids:
             for confirmed in self._tracker.ack(eid, idx):
                 self.lac = confirmed
+                self._unconfirmed.pop(confirmed, None)
                 waiter = self._pending.pop(confirmed, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(confirmed)
 
+    # ------------------------------------------------------------ ensemble change
+
+    def _bookie_failed(self, idx: int, bookie_id: str, exc: BaseException) -> None:
+        if self._ensemble[idx] != bookie_id or idx in self._replacing or self.closed:
+            return
+        log.warning(
+            "ledger %d: bookie %s (index %d) failed: %s; changing the ensemble",
+            self.ledger_id,
+            bookie_id,
+            idx,
+            exc,
+        )
+        self._replacing.add(idx)
+        task = asyncio.get_running_loop().create_task(self._replace(idx, bookie_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _replace(self, idx: int, failed: str) -> None:
+        try:
+            async with self._change_lock:
+                await self._change_ensemble(idx, failed)
+        except Exception as exc:
+            log.warning("ledger %d: ensemble change failed: %s", self.ledger_id, exc)
+            self._fail(exc if isinstance(exc, BKError) else BKError(str(exc)))
+        finally:
+            self._replacing.discard(idx)
+        if self._failure is None:
+            # Everything unconfirmed that the failed bookie should hold goes to its replacement.
+            self._send(sorted(self._unconfirmed), only=idx)
+
+    async def _change_ensemble(self, idx: int, failed: str) -> None:
+        candidates = [b for b in await self.client.writable_bookies() if b not in self._ensemble]
+        if not candidates:
+            raise NotEnoughBookiesError(
+                f"ledger {self.ledger_id}: bookie {failed} failed and no other writable "
+                f"bookie can replace it"
+            )
+        replacement = self.client.settings.rng.choice(candidates)
+        first = self._tracker.next_to_confirm
+        ensemble = list(self._ensemble)
+        ensemble[idx] = replacement
+
+        def change(md: LedgerMetadata) -> bool:
+            if md.state != OPEN:
+                raise LedgerFencedError(
+                    f"ledger {self.ledger_id} is {md.state}: another owner recovers it",
+                    common_pb2.LEDGER_FENCED,
+                )
+            segments = [(f, b) for f, b in md.ensembles if f < first]
+            md.ensembles = [*segments, (first, ensemble)]
+            return True
+
+        self.metadata = await self.client._update_metadata(self.ledger_id, change)
+        self._tracker.forget(idx, first)
+        self._ensemble = ensemble
+        self.ensemble_changes += 1
+        log.info(
+            "ledger %d: bookie %s replaced by %s from entry %d",
+            self.ledger_id,
+            failed,
+            replacement,
+            first,
+        )
+
     def _fail(self, exc: BaseException) -> None:
+        if self._failure is not None:
+            return
         self._failure = exc
         pending, self._pending = self._pending, {}
         for fut in pending.values():
@@ -296,6 +462,8 @@ class LedgerWriter:
         if self._pending:
             await asyncio.gather(*self._pending.values(), return_exceptions=True)
         self.closed = True
+        for task in list(self._tasks):
+            task.cancel()
         await self.client.close_metadata(self.ledger_id, self.lac, self.length)
 
 
@@ -331,13 +499,13 @@ class LedgerClient:
         self._connections.clear()
 
     async def _resolve(self, bookie_ids: list[str]) -> None:
+        """Learn the addresses of bookies; unregistered ones stay unknown."""
         for bookie_id in bookie_ids:
             if bookie_id in self._addresses:
                 continue
             stat = await self.metastore.get(f"/bookies/available/{bookie_id}")
-            if stat is None:
-                raise BKError(f"bookie {bookie_id} is not registered", common_pb2.SERVICE_NOT_READY)
-            self._addresses[bookie_id] = json.loads(stat.value)["address"]
+            if stat is not None:
+                self._addresses[bookie_id] = json.loads(stat.value)["address"]
 
     async def writable_bookies(self) -> list[str]:
         out = []
@@ -417,7 +585,7 @@ class LedgerClient:
         await self._update_metadata(ledger_id, change)
 
     async def open_with_recovery(self, ledger_id: int) -> LedgerMetadata:
-        """Fence the ledger and close it at its last stored entry."""
+        """Fence the ledger, recover its tail, and close it (see the module doc)."""
         md = await self.metadata(ledger_id)
         if md.state == CLOSED:
             return md
@@ -431,13 +599,55 @@ class LedgerClient:
         md = await self._update_metadata(ledger_id, to_recovery)
         if md.state == CLOSED:
             return md
-        bookies = md.ensembles[-1][1]
+        seg_first, bookies = md.ensembles[-1]
         await self._resolve(bookies)
         key = master_key(md.password)
-        answers = await asyncio.gather(
-            *(self.connection(b).read_lac(ledger_id, True, key) for b in bookies)
-        )
-        last = max(a.last_entry_id for a in answers)
+
+        async def fence(bookie_id: str) -> bookie_pb2.ReadLacResponse | None:
+            try:
+                return await self.connection(bookie_id).read_lac(ledger_id, True, key)
+            except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
+                log.warning("ledger %d: fencing %s failed: %s", ledger_id, bookie_id, exc)
+                return None
+
+        answers = await asyncio.gather(*(fence(b) for b in bookies))
+        fenced = {i for i, a in enumerate(answers) if a is not None}
+        if not fence_covers_all_write_sets(
+            md.ensemble_size, md.write_quorum, md.ack_quorum, fenced
+        ):
+            raise BKError(
+                f"ledger {ledger_id}: only bookies {sorted(fenced)} of {bookies} could be "
+                f"fenced; every write set needs {fence_quorum(md.write_quorum, md.ack_quorum)}. "
+                "Retry when more bookies are up.",
+                common_pb2.SERVICE_NOT_READY,
+            )
+        lac = max(a.lac for a in answers if a is not None)
+        entry_id = max(lac + 1, seg_first)
+        recovered: list[tuple[int, int, int, bytes]] = []
+        batch = 100
+        done = False
+        while not done:
+            ids = list(range(entry_id, entry_id + batch))
+            found, negatives = await self._probe(md, bookies, ids)
+            for e in ids:
+                outcome = recovery_read_outcome(
+                    md.write_quorum, md.ack_quorum, 1 if e in found else 0, negatives.get(e, 0)
+                )
+                if outcome == FOUND:
+                    recovered.append((e, *found[e]))
+                    continue
+                if outcome == UNKNOWN:
+                    raise BKError(
+                        f"ledger {ledger_id}: cannot tell whether entry {e} exists (too few "
+                        "bookies of its write set answered); retry recovery later",
+                        common_pb2.SERVICE_NOT_READY,
+                    )
+                done = True
+                break
+            entry_id += batch
+        last = recovered[-1][0] if recovered else entry_id_before(lac, seg_first)
+        if recovered:
+            await self._write_back(md, bookies, key, recovered)
         length = 0
         if last >= 0:
             length = sum(len(p) for _, p in await self.read(md, 0, last))
@@ -448,36 +658,188 @@ class LedgerClient:
             m.state, m.last_entry_id, m.length = CLOSED, last, length
             return True
 
-        return await self._update_metadata(ledger_id, to_closed)
+        closed = await self._update_metadata(ledger_id, to_closed)
+        log.info(
+            "ledger %d recovered: closed at entry %d (%d entries past LAC %d written back)",
+            ledger_id,
+            closed.last_entry_id,
+            len(recovered),
+            lac,
+        )
+        return closed
+
+    async def _probe(
+        self, md: LedgerMetadata, bookies: list[str], ids: list[int]
+    ) -> tuple[dict[int, tuple[int, int, bytes]], dict[int, int]]:
+        """Ask every bookie of the ensemble for the ids of its write sets: the
+        entries found with a good digest, and explicit negatives per entry."""
+        wanted: dict[int, list[int]] = {}
+        for e in ids:
+            for idx in write_set(e, md.ensemble_size, md.write_quorum):
+                wanted.setdefault(idx, []).append(e)
+
+        async def ask(idx: int) -> tuple[int, list[tuple[int, int, int, bytes]], list[int]] | None:
+            try:
+                rows, missing = await self.connection(bookies[idx]).read_entries(
+                    md.ledger_id, wanted[idx]
+                )
+            except (BKError, grpc.aio.AioRpcError, KeyError):
+                return None
+            return idx, rows, missing
+
+        found: dict[int, tuple[int, int, bytes]] = {}
+        negatives: dict[int, int] = {}
+        for got in await asyncio.gather(*(ask(i) for i in wanted)):
+            if got is None:
+                continue
+            _, rows, missing = got
+            for eid, lac, digest, payload in rows:
+                if entry_digest(md.ledger_id, eid, lac, payload) == digest:
+                    found.setdefault(eid, (lac, digest, payload))
+            for eid in missing:
+                negatives[eid] = negatives.get(eid, 0) + 1
+        return found, negatives
+
+    async def _write_back(
+        self,
+        md: LedgerMetadata,
+        bookies: list[str],
+        key: bytes,
+        entries: list[tuple[int, int, int, bytes]],
+    ) -> None:
+        """Recovery adds of ``entries`` to their whole write sets; Qa acks each."""
+        per_bookie: dict[int, bookie_pb2.AddRequest] = {}
+        for eid, lac, digest, payload in entries:
+            for idx in write_set(eid, md.ensemble_size, md.write_quorum):
+                req = per_bookie.setdefault(
+                    idx,
+                    bookie_pb2.AddRequest(ledger_id=md.ledger_id, master_key=key, recovery=True),
+                )
+                req.entry_ids.append(eid)
+                req.lacs.append(lac)
+                req.digests.append(digest)
+                req.payloads.append(payload)
+
+        async def add(idx: int, req: bookie_pb2.AddRequest) -> int | None:
+            try:
+                resp = await self.connection(bookies[idx]).send_add(req)
+            except (BKError, grpc.aio.AioRpcError, KeyError):
+                return None
+            return idx if resp.error.code == common_pb2.OK else None
+
+        ok = {
+            i
+            for i in await asyncio.gather(*(add(i, r) for i, r in per_bookie.items()))
+            if i is not None
+        }
+        for eid, *_ in entries:
+            acks = sum(1 for i in write_set(eid, md.ensemble_size, md.write_quorum) if i in ok)
+            if acks < md.ack_quorum:
+                raise BKError(
+                    f"ledger {md.ledger_id}: writing back entry {eid} reached {acks} of "
+                    f"{md.ack_quorum} bookies; retry recovery later",
+                    common_pb2.SERVICE_NOT_READY,
+                )
+
+    def _segments(
+        self, md: LedgerMetadata, first: int, last: int
+    ) -> list[tuple[int, int, list[str]]]:
+        out = []
+        starts = md.ensembles
+        for i, (seg_first, bookies) in enumerate(starts):
+            seg_last = starts[i + 1][0] - 1 if i + 1 < len(starts) else last
+            lo, hi = max(first, seg_first), min(last, seg_last)
+            if lo <= hi:
+                out.append((lo, hi, bookies))
+        return out
 
     async def read(self, md: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
-        """Entries [first, last] with their digests checked."""
+        """Entries [first, last] with their digests checked, failing over between
+        the replicas of each entry on errors, missing entries and bad digests."""
         if first > last:
             return []
-        bookies = md.ensemble_for(first)
-        await self._resolve(bookies)
-        if md.ensemble_size != md.write_quorum:
-            raise BKError(
-                f"ledger {md.ledger_id}: reading striped ensembles is not supported yet",
-                common_pb2.NOT_ALLOWED,
-            )
-        errors = []
-        for bookie_id in bookies:
-            try:
-                rows = await self.connection(bookie_id).read_range(md.ledger_id, first, last)
-            except (BKError, grpc.aio.AioRpcError) as exc:
-                errors.append(f"{bookie_id}: {exc}")
-                continue
-            out = []
-            for eid, lac, digest, payload in rows:
-                if entry_digest(md.ledger_id, eid, lac, payload) != digest:
-                    raise BKError(
-                        f"ledger {md.ledger_id} entry {eid} from {bookie_id} fails its digest",
-                        common_pb2.DIGEST_MISMATCH,
-                    )
-                out.append((eid, payload))
-            return out
-        raise BKError(f"cannot read ledger {md.ledger_id} [{first}, {last}]: {'; '.join(errors)}")
+        out: dict[int, bytes] = {}
+        for lo, hi, bookies in self._segments(md, first, last):
+            await self._resolve(bookies)
+            attempt = dict.fromkeys(range(lo, hi + 1), 0)
+            problems: dict[int, list[str]] = {}
+            while attempt:
+                by_bookie: dict[int, list[int]] = {}
+                for e, k in attempt.items():
+                    ws = write_set(e, md.ensemble_size, md.write_quorum)
+                    if k >= len(ws):
+                        raise BKError(
+                            f"cannot read ledger {md.ledger_id} entry {e} from any replica: "
+                            + "; ".join(problems.get(e, [])),
+                            common_pb2.NO_SUCH_ENTRY,
+                        )
+                    by_bookie.setdefault(ws[k], []).append(e)
+                retry: dict[int, int] = {}
+
+                async def ask(idx: int, ids: list[int], bookies: list[str] = bookies):  # type: ignore[no-untyped-def]
+                    bookie_id = bookies[idx]
+                    try:
+                        return bookie_id, await self.connection(bookie_id).read_entries(
+                            md.ledger_id, ids
+                        )
+                    except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
+                        return bookie_id, exc
+
+                calls = [
+                    (idx, ids[i : i + 1000])
+                    for idx, ids in by_bookie.items()
+                    for i in range(0, len(ids), 1000)
+                ]
+                results = await asyncio.gather(*(ask(idx, ids) for idx, ids in calls))
+                for (_, ids), (bookie_id, res) in zip(calls, results, strict=True):
+                    if isinstance(res, BaseException):
+                        for e in ids:
+                            problems.setdefault(e, []).append(f"{bookie_id}: {res}")
+                            retry[e] = attempt[e] + 1
+                        continue
+                    rows, _missing = res
+                    good = set()
+                    for eid, lac, digest, payload in rows:
+                        if (
+                            eid in attempt
+                            and entry_digest(md.ledger_id, eid, lac, payload) == digest
+                        ):
+                            out[eid] = payload
+                            good.add(eid)
+                        elif eid in attempt:
+                            log.warning(
+                                "ledger %d entry %d from %s fails its digest; trying another replica",
+                                md.ledger_id,
+                                eid,
+                                bookie_id,
+                            )
+                            problems.setdefault(eid, []).append(f"{bookie_id}: digest mismatch")
+                    for e in ids:
+                        if e not in good:
+                            problems.setdefault(e, []).append(f"{bookie_id}: not there or bad")
+                            retry[e] = attempt[e] + 1
+                attempt = retry
+        return sorted(out.items())
 
     async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the ledger's entries on every bookie that holds some, then its metadata."""
+        try:
+            md = await self.metadata(ledger_id)
+        except BKError:
+            return
+        key = master_key(md.password)
+        bookies = sorted({b for _, bk in md.ensembles for b in bk})
+        await self._resolve(bookies)
+        for bookie_id in bookies:
+            try:
+                await self.connection(bookie_id).delete_ledger(ledger_id, key)
+            except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
+                log.warning(
+                    "ledger %d: could not delete its entries on %s: %s", ledger_id, bookie_id, exc
+                )
         await self.metastore.delete(f"/ledgers/{ledger_id}")
+
+
+def entry_id_before(lac: int, seg_first: int) -> int:
+    """The last entry of a recovered ledger when nothing past the LAC exists."""
+    return max(lac, seg_first - 1)

@@ -47,3 +47,51 @@ class AckTracker:
             confirmed.append(self.next_to_confirm)
             self.next_to_confirm += 1
         return confirmed
+
+    def forget(self, bookie_index: int, from_entry: int) -> None:
+        """Drop acks of ``bookie_index`` for entries >= ``from_entry`` (its
+        bookie was replaced: those copies are not in the new ensemble)."""
+        for entry_id, acks in self._acks.items():
+            if entry_id >= from_entry:
+                acks.discard(bookie_index)
+
+
+def fence_quorum(write_quorum: int, ack_quorum: int) -> int:
+    """Bookies of a write set that must answer a fence (or a read) so that no
+    entry can still reach Qa acks behind our back: Qw - Qa + 1."""
+    return write_quorum - ack_quorum + 1
+
+
+def fence_covers_all_write_sets(
+    ensemble_size: int, write_quorum: int, ack_quorum: int, answered: set[int]
+) -> bool:
+    """True when every write set has at least Qw - Qa + 1 fenced bookies.
+
+    Then no writer can get Qa acks for any new entry, whatever its id.
+    """
+    need = fence_quorum(write_quorum, ack_quorum)
+    for first in range(ensemble_size):
+        members = write_set(first, ensemble_size, write_quorum)
+        if sum(1 for m in members if m in answered) < need:
+            return False
+    return True
+
+
+FOUND, MISSING, UNKNOWN = "FOUND", "MISSING", "UNKNOWN"
+
+
+def recovery_read_outcome(write_quorum: int, ack_quorum: int, found: int, no_entry: int) -> str:
+    """What recovery concludes about one entry from its write set's answers.
+
+    ``found``: bookies that returned it with a good digest. ``no_entry``:
+    bookies that explicitly said they do not have it (errors and timeouts do
+    not count). An entry any bookie has is recovered (it may have been
+    confirmed). An entry that Qw - Qa + 1 bookies explicitly lack can never
+    have had Qa acks, so the ledger ends before it. Anything else cannot be
+    decided yet and recovery must not close the ledger.
+    """
+    if found > 0:
+        return FOUND
+    if no_entry >= fence_quorum(write_quorum, ack_quorum):
+        return MISSING
+    return UNKNOWN

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, GroupCommitter, LedgerState, encode_value, entry_key
@@ -41,6 +41,29 @@ ADD_LATENCY = Histogram(
 )
 
 
+GROUP_ENTRIES = Histogram(
+    "magnetar_bookie_group_commit_entries",
+    "Entries per group commit",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000),
+)
+SYNC_LATENCY = Histogram(
+    "magnetar_bookie_journal_sync_seconds",
+    "Time of one group commit write (with fsync when journal_sync is on)",
+    buckets=(0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1.0),
+)
+READ_LATENCY = Histogram(
+    "magnetar_bookie_read_latency_seconds",
+    "Read request latency",
+    buckets=(0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1.0),
+)
+READ_ONLY = Gauge("magnetar_bookie_read_only", "1 when the bookie refuses normal adds")
+
+
+def _observe_group(entries: int, seconds: float) -> None:
+    GROUP_ENTRIES.observe(entries)
+    SYNC_LATENCY.observe(seconds)
+
+
 class _RequestError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -58,8 +81,11 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             max_bytes=settings.group_commit_max_bytes,
             max_wait_ms=settings.group_commit_max_wait_ms,
             on_group_done=self._group_done,
+            observe=_observe_group,
         )
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bookie-read")
+        self.bookie_id = ""
+        self.read_only = False
 
     def _group_done(
         self, callbacks: list[Callable[[BaseException | None], None]], exc: BaseException | None
@@ -103,6 +129,12 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             raise _RequestError(
                 common_pb2.LEDGER_FENCED,
                 f"ledger {req.ledger_id} is fenced; only recovery adds are accepted",
+            )
+        if self.read_only and not req.recovery:
+            raise _RequestError(
+                common_pb2.BOOKIE_READ_ONLY,
+                f"bookie {self.bookie_id} is read-only (disk usage over "
+                f"{self.settings.read_only_disk_usage_percent}%)",
             )
         entries = []
         max_lac = state.lac
@@ -287,6 +319,85 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         )
         return bookie_pb2.ReadLacResponse(lac=state.lac, last_entry_id=last, fenced=state.fenced)
 
+    async def ReadEntries(self, request, context):  # type: ignore[no-untyped-def]
+        ids = list(request.entry_ids)
+        if len(ids) > self.settings.max_entries_per_read_request or any(e < 0 for e in ids):
+            yield bookie_pb2.ReadRangeResponse(
+                error=error(
+                    common_pb2.INVALID_ARGUMENT,
+                    f"{len(ids)} entry ids (max_entries_per_read_request = "
+                    f"{self.settings.max_entries_per_read_request}), none may be < 0",
+                )
+            )
+            return
+        per_msg = self.settings.max_entries_per_read_response
+        for start in range(0, len(ids), per_msg):
+            started = time.perf_counter()
+            rows = await self.loop.run_in_executor(
+                self.readers, self.store.get_many, request.ledger_id, ids[start : start + per_msg]
+            )
+            resp = bookie_pb2.ReadRangeResponse()
+            for eid, got in rows:
+                if got is None:
+                    resp.missing_entry_ids.append(eid)
+                    continue
+                digest, lac, payload = got
+                # The reader checks digests and fails over on a mismatch; the
+                # bookie sends what it holds, so the reader knows which replica is bad.
+                resp.entry_ids.append(eid)
+                resp.lacs.append(lac)
+                resp.digests.append(digest)
+                resp.payloads.append(payload)
+            READS.inc(len(resp.entry_ids))
+            READ_LATENCY.observe(time.perf_counter() - started)
+            yield resp
+
+    async def DeleteLedger(self, request, context):  # type: ignore[no-untyped-def]
+        state = self.store.ledger_state(request.ledger_id)
+        if state.master_key is not None and state.master_key != request.master_key:
+            return bookie_pb2.DeleteLedgerResponse(
+                error=error(
+                    common_pb2.UNAUTHORIZED, f"wrong master key for ledger {request.ledger_id}"
+                )
+            )
+        existed = await self.loop.run_in_executor(
+            self.readers, self.store.delete_ledger, request.ledger_id
+        )
+        log.info("deleted ledger %d (existed: %s)", request.ledger_id, existed)
+        return bookie_pb2.DeleteLedgerResponse(existed=existed)
+
+    async def Stats(self, request, context):  # type: ignore[no-untyped-def]
+        entries, size = self.store.size_estimate()
+        usage = shutil.disk_usage(self.store.path)
+        ledgers = await self.loop.run_in_executor(self.readers, self.store.ledger_count, 10_000_000)
+        return bookie_pb2.StatsResponse(
+            bookie_id=self.bookie_id,
+            ledgers=ledgers,
+            entries=entries,
+            bytes=size,
+            disk_used_bytes=usage.used,
+            disk_free_bytes=usage.free,
+            read_only=self.read_only,
+        )
+
+    def check_disk(self) -> bool:
+        """Update read-only mode from disk usage; True when it changed."""
+        usage = shutil.disk_usage(self.store.path)
+        percent = 100.0 * usage.used / usage.total if usage.total else 0.0
+        read_only = percent >= self.settings.read_only_disk_usage_percent
+        READ_ONLY.set(1 if read_only else 0)
+        if read_only == self.read_only:
+            return False
+        self.read_only = read_only
+        log.warning(
+            "bookie %s is now %s (disk usage %.1f%%, threshold %s%%)",
+            self.bookie_id,
+            "read-only" if read_only else "writable",
+            percent,
+            self.settings.read_only_disk_usage_percent,
+        )
+        return True
+
 
 # -------------------------------------------------------------------- identity
 
@@ -311,9 +422,16 @@ def load_cookie(data_dir: Path, wanted_id: str) -> str:
 
 
 async def register_forever(
-    metastore: MetastoreClient, bookie_id: str, info: dict, ttl_ms: int, stop: asyncio.Event
+    metastore: MetastoreClient,
+    bookie_id: str,
+    info: dict,
+    ttl_ms: int,
+    stop: asyncio.Event,
+    changed: asyncio.Event | None = None,
 ) -> None:
-    """Keep ``/bookies/available/{id}`` registered on a live session."""
+    """Keep ``/bookies/available/{id}`` registered on a live session; put it
+    again (same session) whenever ``changed`` is set."""
+    changed = changed or asyncio.Event()
     key = f"/bookies/available/{bookie_id}"
     session: Session | None = None
     while not stop.is_set():
@@ -325,11 +443,17 @@ async def register_forever(
             # this bookie owns its id, so it takes the key over.
             await metastore.put(key, json.dumps(info).encode(), session_id=session.id)
             log.info("registered %s in the metastore (session %d)", key, session.id)
-            waiter = asyncio.create_task(stop.wait())
-            loser = asyncio.create_task(lost.wait())
-            await asyncio.wait({waiter, loser}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            loser.cancel()
+            while not stop.is_set() and not lost.is_set():
+                waiter = asyncio.create_task(stop.wait())
+                loser = asyncio.create_task(lost.wait())
+                change = asyncio.create_task(changed.wait())
+                await asyncio.wait({waiter, loser, change}, return_when=asyncio.FIRST_COMPLETED)
+                for t in (waiter, loser, change):
+                    t.cancel()
+                if changed.is_set() and not stop.is_set() and not lost.is_set():
+                    changed.clear()
+                    await metastore.put(key, json.dumps(info).encode(), session_id=session.id)
+                    log.info("registration of %s updated: %s", key, info)
         except MetastoreError as exc:
             log.warning("registration failed, retrying: %s", exc)
             await asyncio.sleep(0.5)
@@ -348,6 +472,8 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     )
     server = grpc.aio.server(options=serving.grpc_options())
     service = BookieService(store, settings)
+    service.bookie_id = bookie_id
+    service.check_disk()
     bookie_pb2_grpc.add_BookieServicer_to_server(service, server)
     health = serving.add_health(server)
     serving.set_serving(health, False)
@@ -361,12 +487,22 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     info = {
         "bookie_id": bookie_id,
         "address": address,
-        "read_only": False,
+        "read_only": service.read_only,
         "data_dir": str(data_dir),
     }
+    changed = asyncio.Event()
     registration = asyncio.create_task(
-        register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop)
+        register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop, changed)
     )
+
+    async def watch_disk() -> None:
+        while True:
+            await asyncio.sleep(settings.disk_check_interval_ms / 1000)
+            if service.check_disk():
+                info["read_only"] = service.read_only
+                changed.set()
+
+    disk_watch = asyncio.create_task(watch_disk())
     # Serving once registered: brokers can only find a registered bookie.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not stop.is_set():
@@ -382,6 +518,7 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     )
     await stop.wait()
     log.info("bookie stopping")
+    disk_watch.cancel()
     serving.set_serving(health, False)
     await server.stop(grace=2)
     await registration

@@ -31,6 +31,15 @@ class BookieSettings:
     max_entries_per_read_response: int = setting(
         500, "Most entries in one read-range response message."
     )
+    max_entries_per_read_request: int = setting(
+        10000, "Most entry ids one ReadEntries request may list."
+    )
+    read_only_disk_usage_percent: float = setting(
+        95.0,
+        "Disk usage (percent of the data dir's file system) at which the bookie turns "
+        "read-only: normal adds are refused, recovery adds and reads still served.",
+    )
+    disk_check_interval_ms: int = setting(5000, "How often disk usage is checked.")
     max_cached_ledger_states: int = setting(
         100000, "Ledger states (fenced flag, master key, LAC) kept in memory (LRU)."
     )

@@ -23,6 +23,7 @@ import json
 import logging
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ class LedgerState:
 class EntryStore:
     def __init__(self, path: Path, *, sync: bool, max_cached_ledger_states: int) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        self.path = path
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
@@ -141,6 +143,47 @@ class EntryStore:
                 break
         return out
 
+    def get_many(
+        self, ledger_id: int, entry_ids: list[int]
+    ) -> list[tuple[int, tuple[int, int, bytes] | None]]:
+        """(entry id, (digest, lac, payload) or None) for each id, one multi-get."""
+        values: list = self.db.get([entry_key(ledger_id, e) for e in entry_ids])  # type: ignore[assignment]
+        return [
+            (e, None if v is None else decode_value(v))
+            for e, v in zip(entry_ids, values, strict=True)
+        ]
+
+    def ledger_count(self, limit: int) -> int:
+        n = 0
+        for _ in self._ledgers_cf.keys():  # noqa: SIM118 (an Rdict iterates items)
+            n += 1
+            if n >= limit:
+                break
+        return n
+
+    def size_estimate(self) -> tuple[int, int]:
+        """(entries, bytes) as RocksDB estimates them."""
+        keys = self.db.property_int_value("rocksdb.estimate-num-keys") or 0
+        sst = self.db.property_int_value("rocksdb.total-sst-files-size") or 0
+        mem = self.db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+        return int(keys), int(sst + mem)
+
+    def delete_ledger(self, ledger_id: int) -> bool:
+        """Remove a ledger's entries and state, then compact its range away."""
+        existed = (
+            self._ledgers_cf.get(_LEDGER_KEY.pack(ledger_id)) is not None
+            or self.last_entry(ledger_id) >= 0
+        )
+        begin, end = entry_key(ledger_id, 0), _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
+        wb = WriteBatch(raw_mode=True)
+        wb.delete_range(begin, end)
+        wb.delete(_LEDGER_KEY.pack(ledger_id), self._ledgers_handle)
+        self.db.write(wb, self._write_opts)
+        with self._states_lock:
+            self._states.pop(ledger_id, None)
+        self.db.compact_range(begin, end)
+        return existed
+
     def last_entry(self, ledger_id: int) -> int:
         it = self.db.iter()
         it.seek_for_prev(entry_key(ledger_id, _MAX_ENTRY_ID))
@@ -184,7 +227,9 @@ class GroupCommitter:
         on_group_done: Callable[
             [list[Callable[[BaseException | None], None]], BaseException | None], None
         ],
+        observe: Callable[[int, float], None] | None = None,
     ) -> None:
+        self.observe = observe
         self.store = store
         self.max_entries = max_entries
         self.max_bytes = max_bytes
@@ -250,6 +295,7 @@ class GroupCommitter:
                 entries.extend(item.entries)
                 states.extend(item.states)
             exc: BaseException | None = None
+            started = time.perf_counter()
             try:
                 self.store.write(entries, states)
             except Exception as e:
@@ -257,4 +303,6 @@ class GroupCommitter:
                 exc = e
             self.groups += 1
             self.entries_written += len(entries)
+            if self.observe is not None:
+                self.observe(len(entries), time.perf_counter() - started)
             self.on_group_done([item.done for item in group], exc)

@@ -72,18 +72,66 @@ class ReadRangeRequest(_message.Message):
     def __init__(self, ledger_id: _Optional[int] = ..., first_entry_id: _Optional[int] = ..., last_entry_id: _Optional[int] = ..., max_entries_per_response: _Optional[int] = ...) -> None: ...
 
 class ReadRangeResponse(_message.Message):
-    __slots__ = ("error", "entry_ids", "lacs", "digests", "payloads")
+    __slots__ = ("error", "entry_ids", "lacs", "digests", "payloads", "missing_entry_ids")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     LACS_FIELD_NUMBER: _ClassVar[int]
     DIGESTS_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.Error
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
     lacs: _containers.RepeatedScalarFieldContainer[int]
     digests: _containers.RepeatedScalarFieldContainer[int]
     payloads: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., lacs: _Optional[_Iterable[int]] = ..., digests: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., lacs: _Optional[_Iterable[int]] = ..., digests: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReadEntriesRequest(_message.Message):
+    __slots__ = ("ledger_id", "entry_ids")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: int
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ledger_id: _Optional[int] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DeleteLedgerRequest(_message.Message):
+    __slots__ = ("ledger_id", "master_key")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: int
+    master_key: bytes
+    def __init__(self, ledger_id: _Optional[int] = ..., master_key: _Optional[bytes] = ...) -> None: ...
+
+class DeleteLedgerResponse(_message.Message):
+    __slots__ = ("error", "existed")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXISTED_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    existed: bool
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., existed: _Optional[bool] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("bookie_id", "ledgers", "entries", "bytes", "disk_used_bytes", "disk_free_bytes", "read_only")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEDGERS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    ledgers: int
+    entries: int
+    bytes: int
+    disk_used_bytes: int
+    disk_free_bytes: int
+    read_only: bool
+    def __init__(self, bookie_id: _Optional[str] = ..., ledgers: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., read_only: _Optional[bool] = ...) -> None: ...
 
 class ReadLacRequest(_message.Message):
     __slots__ = ("ledger_id", "fence", "master_key")

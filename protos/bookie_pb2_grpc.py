@@ -54,6 +54,21 @@ class BookieStub:
                 request_serializer=protos_dot_bookie__pb2.ReadLacRequest.SerializeToString,
                 response_deserializer=protos_dot_bookie__pb2.ReadLacResponse.FromString,
                 _registered_method=True)
+        self.ReadEntries = channel.unary_stream(
+                '/magnetar.Bookie/ReadEntries',
+                request_serializer=protos_dot_bookie__pb2.ReadEntriesRequest.SerializeToString,
+                response_deserializer=protos_dot_bookie__pb2.ReadRangeResponse.FromString,
+                _registered_method=True)
+        self.DeleteLedger = channel.unary_unary(
+                '/magnetar.Bookie/DeleteLedger',
+                request_serializer=protos_dot_bookie__pb2.DeleteLedgerRequest.SerializeToString,
+                response_deserializer=protos_dot_bookie__pb2.DeleteLedgerResponse.FromString,
+                _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/magnetar.Bookie/Stats',
+                request_serializer=protos_dot_bookie__pb2.StatsRequest.SerializeToString,
+                response_deserializer=protos_dot_bookie__pb2.StatsResponse.FromString,
+                _registered_method=True)
 
 
 class BookieServicer:
@@ -85,6 +100,28 @@ class BookieServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadEntries(self, request, context):
+        """The listed entries of a ledger (striped ledgers store every E-th entry
+        or so on one bookie); ones this bookie does not hold are listed back in
+        missing_entry_ids, an explicit "no such entry".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteLedger(self, request, context):
+        """Drop every entry and the state of a ledger; the space is reclaimed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BookieServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +144,21 @@ def add_BookieServicer_to_server(servicer, server):
                     servicer.ReadLac,
                     request_deserializer=protos_dot_bookie__pb2.ReadLacRequest.FromString,
                     response_serializer=protos_dot_bookie__pb2.ReadLacResponse.SerializeToString,
+            ),
+            'ReadEntries': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadEntries,
+                    request_deserializer=protos_dot_bookie__pb2.ReadEntriesRequest.FromString,
+                    response_serializer=protos_dot_bookie__pb2.ReadRangeResponse.SerializeToString,
+            ),
+            'DeleteLedger': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteLedger,
+                    request_deserializer=protos_dot_bookie__pb2.DeleteLedgerRequest.FromString,
+                    response_serializer=protos_dot_bookie__pb2.DeleteLedgerResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=protos_dot_bookie__pb2.StatsRequest.FromString,
+                    response_serializer=protos_dot_bookie__pb2.StatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -217,6 +269,87 @@ class Bookie:
             '/magnetar.Bookie/ReadLac',
             protos_dot_bookie__pb2.ReadLacRequest.SerializeToString,
             protos_dot_bookie__pb2.ReadLacResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/magnetar.Bookie/ReadEntries',
+            protos_dot_bookie__pb2.ReadEntriesRequest.SerializeToString,
+            protos_dot_bookie__pb2.ReadRangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteLedger(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Bookie/DeleteLedger',
+            protos_dot_bookie__pb2.DeleteLedgerRequest.SerializeToString,
+            protos_dot_bookie__pb2.DeleteLedgerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Bookie/Stats',
+            protos_dot_bookie__pb2.StatsRequest.SerializeToString,
+            protos_dot_bookie__pb2.StatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,3 +34,59 @@ def test_entries_confirm_in_order_once_qa_acked():
     assert t.ack(2, 1) == []
     assert t.ack(2, 1) == []  # the same bookie twice is one ack
     assert t.ack(2, 2) == [2]
+
+
+@pytest.mark.parametrize(
+    ("e", "qw", "qa", "answered", "covered"),
+    [
+        (1, 1, 1, {0}, True),
+        (1, 1, 1, set(), False),
+        (3, 3, 2, {0, 1}, True),  # need Qw-Qa+1 = 2 of the one write set
+        (3, 3, 2, {0}, False),
+        (3, 2, 2, {0, 1}, True),  # need 1 per write set {0,1} {1,2} {2,0}
+        (3, 2, 2, {1}, False),  # {2,0} has none
+        (3, 2, 1, {0, 1}, False),  # need 2 per write set: {1,2} has 1
+        (3, 2, 1, {0, 1, 2}, True),
+        (4, 2, 2, {0, 2}, True),  # {0,1} {1,2} {2,3} {3,0}
+        (4, 2, 2, {0, 1}, False),  # {2,3} has none
+        (5, 3, 2, {0, 2, 4}, False),  # need 2 per write set: {2,3,4} ok, {3,4,0} ok, {1,2,3} has 1
+        (5, 3, 2, {0, 1, 2, 3}, True),
+    ],
+)
+def test_fence_coverage(e, qw, qa, answered, covered):
+    from bookie.quorum import fence_covers_all_write_sets
+
+    assert fence_covers_all_write_sets(e, qw, qa, answered) is covered
+
+
+@pytest.mark.parametrize(
+    ("qw", "qa", "found", "no_entry", "outcome"),
+    [
+        (1, 1, 1, 0, "FOUND"),
+        (1, 1, 0, 1, "MISSING"),
+        (1, 1, 0, 0, "UNKNOWN"),  # the only bookie did not answer
+        (2, 2, 1, 1, "FOUND"),  # one copy is enough: it may have been confirmed
+        (2, 2, 0, 1, "MISSING"),  # Qw-Qa+1 = 1 explicit negative: never had 2 acks
+        (2, 2, 0, 0, "UNKNOWN"),
+        (3, 2, 0, 1, "UNKNOWN"),  # need 2 negatives
+        (3, 2, 0, 2, "MISSING"),
+        (3, 3, 0, 1, "MISSING"),
+        (3, 1, 0, 2, "UNKNOWN"),  # need all 3
+        (3, 1, 0, 3, "MISSING"),
+    ],
+)
+def test_recovery_read_outcome(qw, qa, found, no_entry, outcome):
+    from bookie.quorum import recovery_read_outcome
+
+    assert recovery_read_outcome(qw, qa, found, no_entry) == outcome
+
+
+def test_forgetting_a_replaced_bookie_drops_its_acks_from_the_new_ensemble_on():
+    t = AckTracker(ack_quorum=2)
+    assert t.ack(0, 0) == [] and t.ack(0, 1) == [0]
+    t.ack(1, 1)  # bookie 1 acked entries 1 and 2, then was replaced from entry 1 on
+    t.ack(2, 1)
+    t.forget(1, from_entry=1)
+    assert t.ack(1, 2) == []  # only one ack counts now
+    assert t.ack(1, 1) == [1]  # the replacement (same index) acks
+    assert t.ack(2, 2) == [] and t.ack(2, 1) == [2]
