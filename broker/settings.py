@@ -21,10 +21,14 @@ class BrokerSettings:
     allow_auto_topic_creation: bool = setting(
         True, "Create a persistent topic of an existing namespace on first use."
     )
-    managed_ledger_default_ensemble_size: int = setting(1, "Bookies per ledger (E).")
-    managed_ledger_default_write_quorum: int = setting(1, "Copies of each entry (Qw).")
+    managed_ledger_default_ensemble_size: int = setting(
+        2, "Bookies per ledger (E); `magnetar standalone` uses 1."
+    )
+    managed_ledger_default_write_quorum: int = setting(
+        2, "Copies of each entry (Qw); `magnetar standalone` uses 1."
+    )
     managed_ledger_default_ack_quorum: int = setting(
-        1, "Copies confirmed before a publish is acknowledged (Qa)."
+        2, "Copies confirmed before a publish is acknowledged (Qa); `magnetar standalone` uses 1."
     )
     managed_ledger_cache_size_mb: int = setting(
         64, "Memory for recently added entries served to tailing consumers."

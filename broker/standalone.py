@@ -133,7 +133,14 @@ class Supervisor:
             "bookie",
             ["--data-dir", str(self.data_dir / "bookie"), "--metastore", ms.info["grpc"]],
         )
-        br = self._spawn("broker", ["--metastore", ms.info["grpc"]])
+        # One bookie: ledgers of one copy (a cluster's default is 2/2/2).
+        one_copy = [
+            f"managed_ledger_default_{q}=1" for q in ("ensemble_size", "write_quorum", "ack_quorum")
+        ]
+        br = self._spawn(
+            "broker",
+            ["--metastore", ms.info["grpc"], *[a for s in one_copy for a in ("--set", s)]],
+        )
         endpoints = {
             "service_url": f"magnetar://{br.info['grpc']}",
             "broker": br.info["grpc"],

@@ -181,7 +181,10 @@ class MetastoreCluster:
         ready.unlink(missing_ok=True)
         log = open(node_dir / "metastore.log", "a")  # noqa: SIM115 (kept by the process)
         cmd = [sys.executable, "-m", "broker.cli", "metastore"]
-        if node_id == self.ids[-1]:
+        if not self.peers:
+            c, r = self.ports[node_id]
+            cmd += ["--port", str(c), "--raft-port", str(r)]
+        elif node_id == self.ids[-1] and self.n > 1:
             # The last node takes its identity from a config file, the others from flags.
             config = node_dir / "magnetar.toml"
             config.write_text(f'[metastore]\nnode_id = "{node_id}"\npeers = "{self.peers}"\n')
@@ -232,3 +235,117 @@ class MetastoreCluster:
                 self.stop(i)
             except subprocess.TimeoutExpired:
                 self.kill9(i)
+
+
+class BookieCluster:
+    """One metastore node and N bookies as separate processes on loopback."""
+
+    def __init__(
+        self, data_dir: Path, n: int = 3, bookie_settings: list[str] | None = None
+    ) -> None:
+        self.data_dir = data_dir
+        self.n = n
+        self.bookie_settings = bookie_settings or []
+        self.metastore: MetastoreCluster | None = None
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.info: dict[int, dict] = {}
+        self.brokers: dict[str, subprocess.Popen] = {}
+
+    @property
+    def metastore_address(self) -> str:
+        assert self.metastore is not None
+        return self.metastore.address("1")
+
+    def start_all(self, timeout_s: float = 60) -> BookieCluster:
+        self.metastore = MetastoreCluster(self.data_dir / "metastore", 1)
+        self.metastore.peers = ""  # a one-node cluster
+        self.metastore.start_all(timeout_s)
+        for i in range(self.n):
+            self.start(i)
+        for i in range(self.n):
+            self.wait_ready(i, timeout_s)
+        return self
+
+    def bookie_dir(self, i: int) -> Path:
+        return self.data_dir / f"bookie{i}"
+
+    def start(self, i: int) -> None:
+        d = self.bookie_dir(i)
+        d.mkdir(parents=True, exist_ok=True)
+        ready = d / "ready.json"
+        ready.unlink(missing_ok=True)
+        log = open(d / "bookie.log", "a")  # noqa: SIM115 (kept by the process)
+        cmd = [sys.executable, "-m", "broker.cli", "bookie", "--metastore", self.metastore_address]
+        cmd += ["--data-dir", str(d / "data"), "--port", "0", "--metrics-port", "-1"]
+        cmd += ["--ready-file", str(ready)]
+        for s in self.bookie_settings:
+            cmd += ["--set", s]
+        self.procs[i] = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
+
+    def wait_ready(self, i: int, timeout_s: float = 60) -> None:
+        ready = self.bookie_dir(i) / "ready.json"
+
+        def check() -> bool:
+            if self.procs[i].poll() is not None:
+                raise AssertionError(f"bookie {i} exited: {self.log(i)}")
+            return ready.exists()
+
+        wait_for(check, timeout_s, f"bookie {i} to be ready")
+        self.info[i] = json.loads(ready.read_text())
+
+    def log(self, i: int) -> str:
+        path = self.bookie_dir(i) / "bookie.log"
+        return path.read_text()[-4000:] if path.exists() else ""
+
+    def index_of(self, bookie_id: str) -> int:
+        return next(i for i, info in self.info.items() if info["bookie_id"] == bookie_id)
+
+    def kill9(self, i: int) -> None:
+        proc = self.procs.pop(i)
+        proc.kill()
+        proc.wait(timeout=10)
+
+    def stop(self, i: int, timeout_s: float = 15) -> None:
+        proc = self.procs.pop(i)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout_s)
+
+    def stop_all(self) -> None:
+        for name in list(self.brokers):
+            proc = self.brokers.pop(name)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for i in list(self.procs):
+            try:
+                self.stop(i)
+            except subprocess.TimeoutExpired:
+                self.kill9(i)
+        if self.metastore is not None:
+            self.metastore.stop_all()
+
+    def start_broker(self, name: str = "broker", timeout_s: float = 60) -> str:
+        """Start a broker process on this cluster; returns its service URL."""
+        d = self.data_dir / name
+        d.mkdir(parents=True, exist_ok=True)
+        ready = d / "ready.json"
+        ready.unlink(missing_ok=True)
+        log = open(d / "broker.log", "a")  # noqa: SIM115 (kept by the process)
+        cmd = [sys.executable, "-m", "broker.cli", "broker", "--metastore", self.metastore_address]
+        cmd += ["--port", "0", "--metrics-port", "-1", "--ready-file", str(ready)]
+        proc = self.brokers[name] = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
+
+        def check() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"broker exited: {(d / 'broker.log').read_text()[-3000:]}")
+            return ready.exists()
+
+        wait_for(check, timeout_s, f"{name} to be ready")
+        return "magnetar://" + str(json.loads(ready.read_text())["grpc"])
+
+    def kill9_broker(self, name: str = "broker") -> None:
+        proc = self.brokers.pop(name)
+        proc.kill()
+        proc.wait(timeout=10)

@@ -1,0 +1,305 @@
+"""Replicated ledgers on real processes: one metastore, 3-4 bookies."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bookie.ledger_client import (
+    CLOSED,
+    BKError,
+    LedgerClient,
+    LedgerFencedError,
+    LedgerMetadata,
+)
+from bookie.storage import decode_value, encode_value, entry_key
+from metastore.client import MetastoreClient
+from tests.harness import ROOT, BookieCluster
+
+
+@pytest.fixture
+def bookies4(tmp_path: Path) -> Iterator[BookieCluster]:
+    c = BookieCluster(tmp_path, 4).start_all()
+    yield c
+    c.stop_all()
+
+
+@pytest.fixture
+def bookies3(tmp_path: Path) -> Iterator[BookieCluster]:
+    c = BookieCluster(tmp_path, 3).start_all()
+    yield c
+    c.stop_all()
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def payload(i: int) -> bytes:
+    return f"entry-{i}".encode() * 8
+
+
+async def write_all(writer, n: int, window: int = 200, on_confirmed=None) -> list[int]:  # type: ignore[no-untyped-def]
+    confirmed: list[int] = []
+    inflight: set[asyncio.Future] = set()
+    for i in range(n):
+        inflight.add(writer.add(payload(i)))
+        if len(inflight) >= window:
+            done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+            for f in done:
+                confirmed.append(f.result())
+                if on_confirmed is not None:
+                    on_confirmed(len(confirmed))
+    for f in asyncio.as_completed(list(inflight)):
+        confirmed.append(await f)
+    return confirmed
+
+
+def test_a_bookie_killed_during_10000_adds_is_replaced_and_nothing_is_lost(bookies4):
+    async def main() -> None:
+        ms = MetastoreClient(bookies4.metastore_address)
+        client = LedgerClient(ms)
+        writer = await client.create_ledger(3, 2, 2)
+        victim = bookies4.index_of(writer.ensemble[1])
+        killed: list[int] = []
+
+        def maybe_kill(n: int) -> None:
+            if n >= 3000 and not killed:
+                killed.append(n)
+                bookies4.kill9(victim)
+
+        confirmed = await write_all(writer, 10_000, on_confirmed=maybe_kill)
+        assert killed, "the bookie was never killed"
+        assert sorted(confirmed) == list(range(10_000))
+        assert writer.ensemble_changes >= 1
+        assert bookies4.info[victim]["bookie_id"] not in writer.ensemble
+        await writer.close()
+
+        reader = LedgerClient(ms)
+        md = await reader.metadata(writer.ledger_id)
+        assert md.state == CLOSED and md.last_entry_id == 9999
+        assert len(md.ensembles) >= 2
+        rows = await reader.read(md, 0, 9999)
+        assert [e for e, _ in rows] == list(range(10_000))
+        assert all(p == payload(e) for e, p in rows)
+        await reader.close()
+        await client.close()
+        await ms.close()
+
+    run(main())
+
+
+def test_a_killed_writer_is_recovered_with_every_confirmed_entry_and_fenced(bookies3):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.ledger_writer", bookies3.metastore_address, "3", "2", "2"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ledger_id = int(proc.stdout.readline().split()[1])
+    confirmed: list[int] = []
+    while len(confirmed) < 1000:  # bounded: the writer confirms continuously
+        line = proc.stdout.readline()
+        assert line, "the writer exited early"
+        confirmed.append(int(line.split()[1]))
+    proc.kill()
+    proc.wait(timeout=10)
+    confirmed += [int(line.split()[1]) for line in proc.stdout.read().splitlines()]
+
+    async def main() -> None:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        md = await client.open_with_recovery(ledger_id)
+        assert md.state == CLOSED
+        assert md.last_entry_id >= max(confirmed)
+        rows = dict(await client.read(md, 0, md.last_entry_id))
+        assert list(rows) == list(range(md.last_entry_id + 1))
+        missing = [e for e in confirmed if e not in rows]
+        assert not missing, f"confirmed entries lost: {missing[:10]}"
+        assert all(rows[e] == f"entry-{e}".encode() for e in rows)
+        # Recovering again changes nothing.
+        again = await client.open_with_recovery(ledger_id)
+        assert again.last_entry_id == md.last_entry_id
+        await client.close()
+        await ms.close()
+
+    run(main())
+
+
+def test_a_live_writer_gets_ledger_fenced_after_another_client_recovers(bookies3):
+    async def main() -> None:
+        ms = MetastoreClient(bookies3.metastore_address)
+        owner = LedgerClient(ms)
+        writer = await owner.create_ledger(3, 2, 2)
+        await write_all(writer, 50)
+        thief = LedgerClient(ms)
+        md = await thief.open_with_recovery(writer.ledger_id)
+        assert md.state == CLOSED and md.last_entry_id == 49
+        with pytest.raises(LedgerFencedError):
+            await writer.add(b"too late")
+        rows = await thief.read(md, 0, 49)
+        assert [p for _, p in rows] == [payload(i) for i in range(50)]
+        await thief.close()
+        await owner.close()
+        await ms.close()
+
+    run(main())
+
+
+def test_a_corrupt_replica_is_detected_and_read_from_another(bookies3, caplog):
+    async def write() -> LedgerMetadata:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        writer = await client.create_ledger(2, 2, 2)
+        await write_all(writer, 20)
+        await writer.close()
+        md = await client.metadata(writer.ledger_id)
+        await client.close()
+        await ms.close()
+        return md
+
+    md = run(write())
+    # Entry 5 is asked from the first bookie of its write set first: corrupt it there.
+    first = md.ensembles[0][1][(5 % 2)]
+    i = bookies3.index_of(first)
+    bookies3.stop(i)
+    from rocksdict import Options, Rdict
+
+    path = str(bookies3.bookie_dir(i) / "data" / "entries")
+    db = Rdict(path, Options(raw_mode=True), column_families={"ledgers": Options(raw_mode=True)})
+    key = entry_key(md.ledger_id, 5)
+    digest, lac, good = decode_value(bytes(db[key]))  # type: ignore[arg-type]
+    db[key] = encode_value(digest, lac, b"X" + good[1:])  # same digest, different bytes
+    db.close()
+    bookies3.start(i)
+    bookies3.wait_ready(i)
+
+    async def read() -> list[tuple[int, bytes]]:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        rows = await client.read(await client.metadata(md.ledger_id), 0, 19)
+        await client.close()
+        await ms.close()
+        return rows
+
+    with caplog.at_level(logging.WARNING, logger="bookie.ledger_client"):
+        rows = run(read())
+    assert [p for _, p in rows] == [payload(e) for e in range(20)]
+    assert any("entry 5" in r.message and "digest" in r.message for r in caplog.records)
+
+
+def test_bookies_killed_and_restarted_lose_nothing_they_acknowledged(bookies3):
+    async def write() -> tuple[int, list[int]]:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        writer = await client.create_ledger(3, 2, 2)
+        confirmed = await write_all(writer, 3000)
+        await client.close()
+        await ms.close()
+        return writer.ledger_id, confirmed
+
+    ledger_id, confirmed = run(write())
+    for i in range(3):
+        bookies3.kill9(i)
+    for i in range(3):
+        bookies3.start(i)
+    for i in range(3):
+        bookies3.wait_ready(i)
+
+    async def recover_and_read() -> list[tuple[int, bytes]]:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        md = await client.open_with_recovery(ledger_id)
+        rows = await client.read(md, 0, md.last_entry_id)
+        await client.close()
+        await ms.close()
+        return rows
+
+    rows = run(recover_and_read())
+    assert sorted(confirmed) == list(range(3000))
+    assert [e for e, _ in rows] == list(range(3000))
+    assert all(p == payload(e) for e, p in rows)
+
+
+def test_bad_requests_to_a_bookie_change_nothing(bookies3):
+    async def main() -> None:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        writer = await client.create_ledger(1, 1, 1, password=b"right")
+        await write_all(writer, 5)
+        await writer.close()
+        md = await client.metadata(writer.ledger_id)
+        conn = client.connection(md.ensembles[0][1][0])
+        with pytest.raises(BKError, match="wrong master key"):
+            await conn.delete_ledger(md.ledger_id, b"wrong key")
+        rows, missing = await conn.read_entries(md.ledger_id, [0, 4, 99])
+        assert [r[0] for r in rows] == [0, 4] and missing == [99]
+        stats = await conn.stats()
+        assert stats.ledgers >= 1 and stats.disk_free_bytes > 0 and not stats.read_only
+        await client.delete_ledger(md.ledger_id)
+        rows, missing = await conn.read_entries(md.ledger_id, [0, 4])
+        assert rows == [] and missing == [0, 4]
+        with pytest.raises(BKError, match="does not exist"):
+            await client.metadata(md.ledger_id)
+        await client.close()
+        await ms.close()
+
+    run(main())
+
+
+def test_a_bookie_over_its_disk_threshold_turns_read_only_and_says_so(tmp_path):
+    cluster = BookieCluster(
+        tmp_path, 1, ["read_only_disk_usage_percent=0", "disk_check_interval_ms=100"]
+    ).start_all()
+    try:
+
+        async def main() -> None:
+            ms = MetastoreClient(cluster.metastore_address)
+            client = LedgerClient(ms)
+            assert await client.writable_bookies() == []
+            with pytest.raises(BKError, match="writable"):
+                await client.create_ledger(1, 1, 1)
+            await client.close()
+            await ms.close()
+
+        run(main())
+    finally:
+        cluster.stop_all()
+
+
+def test_a_broker_killed_while_producing_loses_no_acknowledged_message(bookies3):
+    from client import Client, InitialPosition, MagnetarError, Timeout
+
+    url = bookies3.start_broker("broker-a")  # ledgers 2/2/2 (the cluster default)
+    acked: list[bytes] = []
+    with Client(url, operation_timeout_seconds=5) as c:
+        p = c.create_producer("persistent://public/default/killed-broker", send_timeout_millis=3000)
+        for i in range(300):
+            p.send(f"m{i}".encode())
+            acked.append(f"m{i}".encode())
+        bookies3.kill9_broker("broker-a")
+        with pytest.raises(MagnetarError):
+            for i in range(300, 400):  # bounded: the broker is gone
+                p.send(f"m{i}".encode())
+                acked.append(f"m{i}".encode())
+    url = bookies3.start_broker("broker-b")
+    with Client(url) as c:
+        sub = c.subscribe(
+            "persistent://public/default/killed-broker",
+            "audit",
+            initial_position=InitialPosition.Earliest,
+        )
+        got: list[bytes] = []
+        while len(got) < 1000:
+            try:
+                got.append(sub.receive(timeout_millis=3000).data())
+            except Timeout:
+                break
+    assert got[: len(acked)] == acked
