@@ -30,6 +30,7 @@ and from the next one on an error, a missing entry or a bad digest.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import hashlib
 import itertools
@@ -37,7 +38,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import grpc
@@ -270,7 +271,8 @@ class LedgerWriter:
         self._next_entry_id = 0
         self.lac = -1
         self.length = 0
-        self._pending: dict[int, asyncio.Future] = {}
+        # (last entry id, future) per add/add_many call, in entry order.
+        self._waiters: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
         # Unconfirmed entries, kept to resend them after an ensemble change.
         self._unconfirmed: dict[int, tuple[int, int, bytes]] = {}
         self._unsent: list[int] = []
@@ -284,7 +286,8 @@ class LedgerWriter:
 
     @property
     def outstanding(self) -> int:
-        return len(self._pending)
+        """Entries added and not confirmed yet."""
+        return len(self._unconfirmed)
 
     @property
     def ensemble(self) -> list[str]:
@@ -292,6 +295,11 @@ class LedgerWriter:
 
     def add(self, payload: bytes) -> asyncio.Future:
         """Append; the future gives the entry id once the entry is confirmed."""
+        return self.add_many((payload,))
+
+    def add_many(self, payloads: Iterable[bytes]) -> asyncio.Future:
+        """Append entries in order; the future gives the last one's id once all
+        are confirmed (one future for the lot: cheaper than one per entry)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         if self._failure is not None or self.closed:
@@ -302,12 +310,18 @@ class LedgerWriter:
             )
             return fut
         entry_id = self._next_entry_id
-        self._next_entry_id += 1
-        digest = entry_digest(self.ledger_id, entry_id, self.lac, payload)
-        self._unconfirmed[entry_id] = (self.lac, digest, payload)
-        self._unsent.append(entry_id)
-        self._pending[entry_id] = fut
-        self.length += len(payload)
+        lac, ledger_id = self.lac, self.ledger_id
+        unconfirmed, unsent = self._unconfirmed, self._unsent
+        for payload in payloads:
+            unconfirmed[entry_id] = (lac, entry_digest(ledger_id, entry_id, lac, payload), payload)
+            unsent.append(entry_id)
+            self.length += len(payload)
+            entry_id += 1
+        if entry_id == self._next_entry_id:
+            fut.set_result(self.lac)
+            return fut
+        self._next_entry_id = entry_id
+        self._waiters.append((entry_id - 1, fut))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
@@ -327,27 +341,36 @@ class LedgerWriter:
     ) -> None:
         """One add request per bookie for ``entry_ids`` (to bookie ``only``, if given)."""
         md = self.metadata
-        per_bookie: dict[int, bookie_pb2.AddRequest] = {}
+        e_size, qw = md.ensemble_size, md.write_quorum
+        # Per bookie index: parallel lists of ids, lacs, digests, payloads.
+        cols: dict[int, tuple[list[int], list[int], list[int], list[bytes]]] = {}
+        unconfirmed = self._unconfirmed
         for entry_id in entry_ids:
-            got = self._unconfirmed.get(entry_id)
+            got = unconfirmed.get(entry_id)
             if got is None:
                 continue  # confirmed meanwhile
             lac, digest, payload = got
-            for idx in write_set(entry_id, md.ensemble_size, md.write_quorum):
+            for i in range(qw):
+                idx = (entry_id + i) % e_size
                 if (only is not None and idx != only) or idx in skip:
                     continue
-                req = per_bookie.get(idx)
-                if req is None:
-                    req = per_bookie[idx] = bookie_pb2.AddRequest(
-                        ledger_id=self.ledger_id, master_key=self._key
-                    )
-                req.entry_ids.append(entry_id)
-                req.lacs.append(lac)
-                req.digests.append(digest)
-                req.payloads.append(payload)
-        for idx, req in per_bookie.items():
+                c = cols.get(idx)
+                if c is None:
+                    c = cols[idx] = ([], [], [], [])
+                c[0].append(entry_id)
+                c[1].append(lac)
+                c[2].append(digest)
+                c[3].append(payload)
+        for idx, (ids, lacs, digests, payloads) in cols.items():
             bookie_id = self._ensemble[idx]
-            ids = list(req.entry_ids)
+            req = bookie_pb2.AddRequest(
+                ledger_id=self.ledger_id,
+                master_key=self._key,
+                entry_ids=ids,
+                lacs=lacs,
+                digests=digests,
+                payloads=payloads,
+            )
             try:
                 fut = self.client.connection(bookie_id).send_add(req)
             except BKError as exc:
@@ -376,13 +399,18 @@ class LedgerWriter:
             return
         if self._ensemble[idx] != bookie_id:
             return  # a late answer of a replaced bookie: its copies do not count
-        for eid in entry_ids:
-            for confirmed in self._tracker.ack(eid, idx):
-                self.lac = confirmed
-                self._unconfirmed.pop(confirmed, None)
-                waiter = self._pending.pop(confirmed, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(confirmed)
+        confirmed = self._tracker.ack_many(entry_ids, idx)
+        if not confirmed:
+            return
+        self.lac = lac = confirmed[-1]
+        unconfirmed = self._unconfirmed
+        for eid in confirmed:
+            del unconfirmed[eid]
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= lac:
+            last, waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(last)
 
     # ------------------------------------------------------------ ensemble change
 
@@ -452,15 +480,15 @@ class LedgerWriter:
         if self._failure is not None:
             return
         self._failure = exc
-        pending, self._pending = self._pending, {}
-        for fut in pending.values():
+        waiters, self._waiters = self._waiters, collections.deque()
+        for _, fut in waiters:
             if not fut.done():
                 fut.set_exception(exc)
 
     async def close(self) -> None:
         """Wait for outstanding adds, then mark the ledger closed at its LAC."""
-        if self._pending:
-            await asyncio.gather(*self._pending.values(), return_exceptions=True)
+        if self._waiters:
+            await asyncio.gather(*(f for _, f in self._waiters), return_exceptions=True)
         self.closed = True
         for task in list(self._tasks):
             task.cancel()

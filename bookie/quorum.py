@@ -8,6 +8,7 @@ once Qa of them acknowledged it *and* every earlier entry is confirmed
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -30,30 +31,46 @@ def write_set(entry_id: int, ensemble_size: int, write_quorum: int) -> list[int]
 
 @dataclass
 class AckTracker:
-    """Counts acks per entry and releases entries in order once each has Qa."""
+    """Counts acks per entry and releases entries in order once each has Qa.
+
+    Acks of an entry are a bitmask of ensemble indexes, so an ack is one
+    integer OR and a bookie's answer for many entries is one tight loop.
+    """
 
     ack_quorum: int
     next_to_confirm: int = 0
-    _acks: dict[int, set[int]] = field(default_factory=dict)
+    _acks: dict[int, int] = field(default_factory=dict)
 
     def ack(self, entry_id: int, bookie_index: int) -> list[int]:
         """Record an ack; returns the entry ids that became confirmed, in order."""
-        if entry_id < self.next_to_confirm:
-            return []
-        self._acks.setdefault(entry_id, set()).add(bookie_index)
-        confirmed = []
-        while len(self._acks.get(self.next_to_confirm, ())) >= self.ack_quorum:
-            del self._acks[self.next_to_confirm]
-            confirmed.append(self.next_to_confirm)
-            self.next_to_confirm += 1
-        return confirmed
+        return list(self.ack_many((entry_id,), bookie_index))
+
+    def ack_many(self, entry_ids: Iterable[int], bookie_index: int) -> range:
+        """Record acks of one bookie; returns the entry ids that became confirmed."""
+        acks = self._acks
+        first = nxt = self.next_to_confirm
+        bit = 1 << bookie_index
+        get = acks.get
+        for e in entry_ids:
+            if e >= nxt:
+                acks[e] = get(e, 0) | bit
+        quorum = self.ack_quorum
+        while True:
+            mask = get(nxt)
+            if mask is None or mask.bit_count() < quorum:
+                break
+            del acks[nxt]
+            nxt += 1
+        self.next_to_confirm = nxt
+        return range(first, nxt)
 
     def forget(self, bookie_index: int, from_entry: int) -> None:
         """Drop acks of ``bookie_index`` for entries >= ``from_entry`` (its
         bookie was replaced: those copies are not in the new ensemble)."""
-        for entry_id, acks in self._acks.items():
+        keep = ~(1 << bookie_index)
+        for entry_id in list(self._acks):
             if entry_id >= from_entry:
-                acks.discard(bookie_index)
+                self._acks[entry_id] &= keep
 
 
 def fence_quorum(write_quorum: int, ack_quorum: int) -> int:
