@@ -421,6 +421,29 @@ def load_cookie(data_dir: Path, wanted_id: str) -> str:
     return bookie_id
 
 
+async def check_cookie(metastore: MetastoreClient, data_dir: Path, bookie_id: str) -> None:
+    """Match the local cookie with the one registered in the metastore.
+
+    A bookie id whose cookie is registered but whose data dir is new lost its
+    disk: it would answer "no such entry" for entries it acknowledged, which
+    recovery could take for proof that they never existed. Refuse to start.
+    """
+    key = f"/bookies/cookies/{bookie_id}"
+    local = json.loads((data_dir / "cookie.json").read_text())
+    stat = await metastore.get(key)
+    if stat is None:
+        await metastore.put(key, json.dumps(local).encode(), expected_version=-1)
+        return
+    registered = json.loads(stat.value)
+    if registered.get("created_ms") != local.get("created_ms"):
+        raise SystemExit(
+            f"bookie {bookie_id} is registered with a cookie created at "
+            f"{registered.get('created_ms')}, but data dir {data_dir} holds one created at "
+            f"{local.get('created_ms')}: this data dir is not that bookie's (a lost or replaced "
+            f"disk?). Start it with its own data dir, or decommission the id (delete {key})."
+        )
+
+
 async def register_forever(
     metastore: MetastoreClient,
     bookie_id: str,
@@ -484,6 +507,13 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{settings.host}:{port}"
     metastore = MetastoreClient(settings.metastore)
+    try:
+        await check_cookie(metastore, data_dir, bookie_id)
+    except SystemExit:
+        await server.stop(grace=0)
+        store.close()
+        await metastore.close()
+        raise
     info = {
         "bookie_id": bookie_id,
         "address": address,

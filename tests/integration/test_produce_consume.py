@@ -241,3 +241,21 @@ def test_metastore_metrics_report_raft_state_ops_sessions_and_watches(cluster):
     assert got["magnetar_metastore_commit_index"] >= got["magnetar_metastore_applied_index"] > 0
     assert got['magnetar_metastore_ops_total{op="put"}'] > 0
     assert "magnetar_metastore_watches" in got
+
+
+def test_bookie_metrics_report_adds_reads_group_commits_and_fsyncs(cluster):
+    import urllib.request
+
+    port = cluster.endpoints["metrics"]["bookie"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        body = resp.read().decode()
+    for name in (
+        "magnetar_bookie_add_entries_total",
+        "magnetar_bookie_read_entries_total",
+        "magnetar_bookie_add_latency_seconds_bucket",
+        "magnetar_bookie_read_latency_seconds_bucket",
+        "magnetar_bookie_group_commit_entries_bucket",
+        "magnetar_bookie_journal_sync_seconds_bucket",
+        "magnetar_bookie_read_only",
+    ):
+        assert name in body, name

@@ -303,3 +303,69 @@ def test_a_broker_killed_while_producing_loses_no_acknowledged_message(bookies3)
             except Timeout:
                 break
     assert got[: len(acked)] == acked
+
+
+def test_a_bookie_id_with_a_registered_cookie_and_an_empty_data_dir_is_refused(bookies3):
+    bookie_id = bookies3.info[0]["bookie_id"]
+    bookies3.stop(0)
+    empty = bookies3.data_dir / "replaced-disk"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "bookie",
+            "--metastore",
+            bookies3.metastore_address,
+            "--data-dir",
+            str(empty),
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--set",
+            f"bookie_id={bookie_id}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "is not that bookie's" in proc.stderr + proc.stdout
+    # Its own data dir still starts.
+    bookies3.start(0)
+    bookies3.wait_ready(0)
+
+
+def test_re_adding_an_identical_entry_is_idempotent(bookies3):
+    from bookie.ledger_client import master_key
+    from protos import bookie_pb2
+    from protos.digest import entry_digest
+
+    async def main() -> None:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        writer = await client.create_ledger(1, 1, 1, password=b"k")
+        await write_all(writer, 3)
+        conn = client.connection(writer.ensemble[0])
+        before, _ = await conn.read_entries(writer.ledger_id, [0, 1, 2])
+        eid, lac, digest, data = before[1]
+        assert digest == entry_digest(writer.ledger_id, eid, lac, data)
+        req = bookie_pb2.AddRequest(
+            ledger_id=writer.ledger_id,
+            master_key=master_key(b"k"),
+            entry_ids=[eid],
+            lacs=[lac],
+            digests=[digest],
+            payloads=[data],
+        )
+        for _ in range(2):
+            resp = await conn.send_add(req)
+            assert resp.error.code == 0
+        after, missing = await conn.read_entries(writer.ledger_id, [0, 1, 2])
+        assert after == before and not missing
+        await client.close()
+        await ms.close()
+
+    run(main())
