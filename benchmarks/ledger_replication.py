@@ -99,7 +99,7 @@ async def pipelined(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--n", type=int, default=50_000)
-    ap.add_argument("--window", type=int, default=1000, help="entries in flight")
+    ap.add_argument("--window", type=int, default=5000, help="entries in flight")
     ap.add_argument("--per-call", type=int, default=100, help="entries per add_many()")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=".") as tmp:
