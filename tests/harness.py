@@ -153,6 +153,21 @@ async def async_wait_for(
         await asyncio.sleep(poll_s)
 
 
+def kill9_process(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 15) -> None:
+    """SIGTERM, wait; kill -9 when it does not stop in time."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill9_process(proc)
+        raise
+
+
 class MetastoreCluster:
     """N ``magnetar metastore`` processes forming one Raft cluster on loopback."""
 
@@ -220,21 +235,17 @@ class MetastoreCluster:
         return path.read_text()[-4000:] if path.exists() else ""
 
     def kill9(self, node_id: str) -> None:
-        proc = self.procs.pop(node_id)
-        proc.kill()
-        proc.wait(timeout=10)
+        kill9_process(self.procs.pop(node_id))
 
     def stop(self, node_id: str, timeout_s: float = 15) -> None:
-        proc = self.procs.pop(node_id)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=timeout_s)
+        stop_process(self.procs.pop(node_id), timeout_s)
 
     def stop_all(self) -> None:
         for i in list(self.procs):
             try:
                 self.stop(i)
             except subprocess.TimeoutExpired:
-                self.kill9(i)
+                pass  # stop_process killed it
 
 
 class BookieCluster:
@@ -301,28 +312,22 @@ class BookieCluster:
         return next(i for i, info in self.info.items() if info["bookie_id"] == bookie_id)
 
     def kill9(self, i: int) -> None:
-        proc = self.procs.pop(i)
-        proc.kill()
-        proc.wait(timeout=10)
+        kill9_process(self.procs.pop(i))
 
     def stop(self, i: int, timeout_s: float = 15) -> None:
-        proc = self.procs.pop(i)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=timeout_s)
+        stop_process(self.procs.pop(i), timeout_s)
 
     def stop_all(self) -> None:
         for name in list(self.brokers):
-            proc = self.brokers.pop(name)
-            proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=15)
+                stop_process(self.brokers.pop(name))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                pass
         for i in list(self.procs):
             try:
                 self.stop(i)
             except subprocess.TimeoutExpired:
-                self.kill9(i)
+                pass  # stop_process killed it
         if self.metastore is not None:
             self.metastore.stop_all()
 
@@ -346,6 +351,4 @@ class BookieCluster:
         return "magnetar://" + str(json.loads(ready.read_text())["grpc"])
 
     def kill9_broker(self, name: str = "broker") -> None:
-        proc = self.brokers.pop(name)
-        proc.kill()
-        proc.wait(timeout=10)
+        kill9_process(self.brokers.pop(name))
