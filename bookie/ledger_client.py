@@ -279,6 +279,10 @@ class LedgerWriter:
         self._flush_scheduled = False
         self._failure: BaseException | None = None
         self._replacing: set[int] = set()
+        # Per ensemble index: (bookie id, send time) of requests not answered yet,
+        # in send order (a bookie answers one stream in order).
+        self._outstanding: dict[int, collections.deque[tuple[str, float]]] = {}
+        self._watchdog: asyncio.Task | None = None
         self._change_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self.ensemble_changes = 0
@@ -376,11 +380,19 @@ class LedgerWriter:
             except BKError as exc:
                 self._bookie_failed(idx, bookie_id, exc)
                 continue
+            self._outstanding.setdefault(idx, collections.deque()).append(
+                (bookie_id, time.monotonic())
+            )
             fut.add_done_callback(functools.partial(self._on_response, idx, bookie_id, ids))
+        if self._watchdog is None and cols:
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch_timeouts())
 
     def _on_response(
         self, idx: int, bookie_id: str, entry_ids: list[int], fut: asyncio.Future
     ) -> None:
+        sent = self._outstanding.get(idx)
+        if sent and sent[0][0] == bookie_id:
+            sent.popleft()
         if self._failure is not None:
             return
         exc = fut.exception()
@@ -411,6 +423,21 @@ class LedgerWriter:
             last, waiter = waiters.popleft()
             if not waiter.done():
                 waiter.set_result(last)
+
+    async def _watch_timeouts(self) -> None:
+        """A bookie that leaves an add unanswered for ``timeout_s`` is failed
+        (it may hang without closing its stream)."""
+        limit = self.client.settings.timeout_s
+        while not self.closed and self._failure is None:
+            await asyncio.sleep(max(0.05, limit / 4))
+            now = time.monotonic()
+            for idx, sent in list(self._outstanding.items()):
+                if sent and now - sent[0][1] > limit and sent[0][0] == self._ensemble[idx]:
+                    bookie_id = sent[0][0]
+                    sent.clear()
+                    self._bookie_failed(
+                        idx, bookie_id, TimeoutError(f"no answer to an add within {limit:g} s")
+                    )
 
     # ------------------------------------------------------------ ensemble change
 
@@ -480,6 +507,8 @@ class LedgerWriter:
         if self._failure is not None:
             return
         self._failure = exc
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         waiters, self._waiters = self._waiters, collections.deque()
         for _, fut in waiters:
             if not fut.done():
@@ -492,6 +521,8 @@ class LedgerWriter:
         self.closed = True
         for task in list(self._tasks):
             task.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         await self.client.close_metadata(self.ledger_id, self.lac, self.length)
 
 

@@ -369,3 +369,39 @@ def test_re_adding_an_identical_entry_is_idempotent(bookies3):
         await ms.close()
 
     run(main())
+
+
+def test_a_hung_bookie_is_replaced_after_the_add_timeout(bookies4):
+    import os
+    import signal
+
+    from bookie.ledger_client import LedgerClientSettings
+
+    async def main() -> None:
+        ms = MetastoreClient(bookies4.metastore_address)
+        client = LedgerClient(ms, LedgerClientSettings(timeout_s=1.0))
+        writer = await client.create_ledger(3, 2, 2)
+        victim = bookies4.index_of(writer.ensemble[0])
+        pid = bookies4.procs[victim].pid
+        stopped: list[int] = []
+
+        def maybe_stop(n: int) -> None:
+            if n >= 500 and not stopped:
+                stopped.append(n)
+                os.kill(pid, signal.SIGSTOP)  # hangs: the stream stays open
+
+        try:
+            confirmed = await write_all(writer, 2000, on_confirmed=maybe_stop)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert stopped
+        assert sorted(confirmed) == list(range(2000))
+        assert bookies4.info[victim]["bookie_id"] not in writer.ensemble
+        await writer.close()
+        md = await client.metadata(writer.ledger_id)
+        rows = await client.read(md, 0, 1999)
+        assert [p for _, p in rows] == [payload(e) for e in range(2000)]
+        await client.close()
+        await ms.close()
+
+    run(main())
