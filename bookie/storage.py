@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,9 @@ class EntryStore:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         opts = Options(raw_mode=True)
+        # Payloads are the producers' (often compressed) bytes: compressing
+        # them again costs flush and compaction CPU for little space.
+        opts.set_compression_type(DBCompressionType.none())
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
         self.db = Rdict(str(path), opts, column_families={"ledgers": Options(raw_mode=True)})
