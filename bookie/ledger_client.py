@@ -706,7 +706,7 @@ class LedgerClient:
             entry_id += batch
         last = recovered[-1][0] if recovered else entry_id_before(lac, seg_first)
         if recovered:
-            await self._write_back(md, bookies, key, recovered)
+            md = await self._write_back(md, bookies, key, recovered)
         length = 0
         if last >= 0:
             length = sum(len(p) for _, p in await self.read(md, 0, last))
@@ -765,40 +765,86 @@ class LedgerClient:
         bookies: list[str],
         key: bytes,
         entries: list[tuple[int, int, int, bytes]],
-    ) -> None:
-        """Recovery adds of ``entries`` to their whole write sets; Qa acks each."""
-        per_bookie: dict[int, bookie_pb2.AddRequest] = {}
-        for eid, lac, digest, payload in entries:
-            for idx in write_set(eid, md.ensemble_size, md.write_quorum):
-                req = per_bookie.setdefault(
-                    idx,
-                    bookie_pb2.AddRequest(ledger_id=md.ledger_id, master_key=key, recovery=True),
-                )
-                req.entry_ids.append(eid)
-                req.lacs.append(lac)
-                req.digests.append(digest)
-                req.payloads.append(payload)
+    ) -> LedgerMetadata:
+        """Recovery adds of ``entries`` to their whole write sets, Qa acks each.
 
-        async def add(idx: int, req: bookie_pb2.AddRequest) -> int | None:
+        Bookies of the ensemble that fail are replaced first (a new segment
+        from the first recovered entry, by compare-and-set while the ledger is
+        IN_RECOVERY), so a writer and a bookie dying together do not leave the
+        ledger unrecoverable until that bookie returns.
+        """
+        e_size, qw = md.ensemble_size, md.write_quorum
+
+        def requests(only: set[int] | None) -> dict[int, bookie_pb2.AddRequest]:
+            per_bookie: dict[int, bookie_pb2.AddRequest] = {}
+            for eid, lac, digest, payload in entries:
+                for idx in write_set(eid, e_size, qw):
+                    if only is not None and idx not in only:
+                        continue
+                    req = per_bookie.setdefault(
+                        idx,
+                        bookie_pb2.AddRequest(
+                            ledger_id=md.ledger_id, master_key=key, recovery=True
+                        ),
+                    )
+                    req.entry_ids.append(eid)
+                    req.lacs.append(lac)
+                    req.digests.append(digest)
+                    req.payloads.append(payload)
+            return per_bookie
+
+        async def add(ensemble: list[str], idx: int, req: bookie_pb2.AddRequest) -> int | None:
             try:
-                resp = await self.connection(bookies[idx]).send_add(req)
-            except (BKError, grpc.aio.AioRpcError, KeyError):
+                resp = await asyncio.wait_for(
+                    self.connection(ensemble[idx]).send_add(req), self.settings.timeout_s
+                )
+            except (BKError, grpc.aio.AioRpcError, KeyError, TimeoutError):
                 return None
             return idx if resp.error.code == common_pb2.OK else None
 
-        ok = {
-            i
-            for i in await asyncio.gather(*(add(i, r) for i, r in per_bookie.items()))
-            if i is not None
-        }
+        async def send(ensemble: list[str], per_bookie: dict) -> set[int]:  # type: ignore[type-arg]
+            got = await asyncio.gather(*(add(ensemble, i, r) for i, r in per_bookie.items()))
+            return {i for i in got if i is not None}
+
+        per_bookie = requests(None)
+        ok = await send(bookies, per_bookie)
+        failed = set(per_bookie) - ok
+        if failed:
+            candidates = [b for b in await self.writable_bookies() if b not in bookies]
+            if len(candidates) >= len(failed):
+                ensemble = list(bookies)
+                for idx in sorted(failed):
+                    ensemble[idx] = candidates.pop(self.settings.rng.randrange(len(candidates)))
+                first = entries[0][0]
+
+                def change(m: LedgerMetadata) -> bool:
+                    if m.state != IN_RECOVERY:
+                        raise BKError(f"ledger {m.ledger_id} is {m.state}; recovery lost it")
+                    m.ensembles = [
+                        *((f, b) for f, b in m.ensembles if f < first),
+                        (first, ensemble),
+                    ]
+                    return True
+
+                md = await self._update_metadata(md.ledger_id, change)
+                await self._resolve(ensemble)
+                log.info(
+                    "ledger %d: recovery replaced %s by %s from entry %d",
+                    md.ledger_id,
+                    [bookies[i] for i in sorted(failed)],
+                    [ensemble[i] for i in sorted(failed)],
+                    first,
+                )
+                ok |= await send(ensemble, requests(failed))
         for eid, *_ in entries:
-            acks = sum(1 for i in write_set(eid, md.ensemble_size, md.write_quorum) if i in ok)
+            acks = sum(1 for i in write_set(eid, e_size, qw) if i in ok)
             if acks < md.ack_quorum:
                 raise BKError(
                     f"ledger {md.ledger_id}: writing back entry {eid} reached {acks} of "
                     f"{md.ack_quorum} bookies; retry recovery later",
                     common_pb2.SERVICE_NOT_READY,
                 )
+        return md
 
     def _segments(
         self, md: LedgerMetadata, first: int, last: int

@@ -405,3 +405,47 @@ def test_a_hung_bookie_is_replaced_after_the_add_timeout(bookies4):
         await ms.close()
 
     run(main())
+
+
+def test_recovery_replaces_a_bookie_that_died_with_the_writer(bookies4):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.ledger_writer", bookies4.metastore_address, "3", "2", "2"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ledger_id = int(proc.stdout.readline().split()[1])
+    confirmed: list[int] = []
+    while len(confirmed) < 500:  # bounded: the writer confirms continuously
+        line = proc.stdout.readline()
+        assert line, "the writer exited early"
+        confirmed.append(int(line.split()[1]))
+
+    async def ensemble() -> list[str]:
+        ms = MetastoreClient(bookies4.metastore_address)
+        md = await LedgerClient(ms).metadata(ledger_id)
+        await ms.close()
+        return md.ensembles[-1][1]
+
+    members = run(ensemble())
+    proc.kill()
+    bookies4.kill9(bookies4.index_of(members[0]))  # dies with the writer
+    proc.wait(timeout=10)
+    confirmed += [int(line.split()[1]) for line in proc.stdout.read().splitlines()]
+
+    async def main() -> None:
+        ms = MetastoreClient(bookies4.metastore_address)
+        client = LedgerClient(ms)
+        md = await client.open_with_recovery(ledger_id)
+        assert md.state == CLOSED and md.last_entry_id >= max(confirmed)
+        rows = dict(await client.read(md, 0, md.last_entry_id))
+        assert list(rows) == list(range(md.last_entry_id + 1))
+        assert all(rows[e] == f"entry-{e}".encode() for e in confirmed)
+        # The writer keeps 100 adds in flight, so entries past the LAC were
+        # written back, to a replacement of the dead bookie.
+        assert len(md.ensembles) > 1 and members[0] not in md.ensembles[-1][1]
+        await client.close()
+        await ms.close()
+
+    run(main())
