@@ -237,6 +237,20 @@ class BookieConnection:
             missing.extend(resp.missing_entry_ids)
         return rows, missing
 
+    async def entry_sizes(self, ledger_id: int, entry_ids: list[int]) -> dict[int, int]:
+        """Payload sizes of the listed entries this bookie holds."""
+        out: dict[int, int] = {}
+        call = self.stub.ReadEntries(
+            bookie_pb2.ReadEntriesRequest(
+                ledger_id=ledger_id, entry_ids=entry_ids, sizes_only=True
+            ),
+            timeout=self.timeout_s,
+        )
+        while (resp := await call.read()) is not grpc.aio.EOF:
+            _check(resp.error, f"sizes of ledger {ledger_id} on {self.address}")
+            out.update(zip(resp.entry_ids, resp.sizes, strict=True))
+        return out
+
     async def delete_ledger(self, ledger_id: int, key: bytes) -> bool:
         resp = await self.stub.DeleteLedger(
             bookie_pb2.DeleteLedgerRequest(ledger_id=ledger_id, master_key=key),
@@ -707,9 +721,7 @@ class LedgerClient:
         last = recovered[-1][0] if recovered else entry_id_before(lac, seg_first)
         if recovered:
             md = await self._write_back(md, bookies, key, recovered)
-        length = 0
-        if last >= 0:
-            length = sum(len(p) for _, p in await self.read(md, 0, last))
+        length = await self._length(md, last)
 
         def to_closed(m: LedgerMetadata) -> bool:
             if m.state == CLOSED:
@@ -845,6 +857,39 @@ class LedgerClient:
                     common_pb2.SERVICE_NOT_READY,
                 )
         return md
+
+    async def _length(self, md: LedgerMetadata, last: int) -> int:
+        """Sum of the payload sizes of entries [0, last], asked from the
+        bookies (sizes only, no payloads travel)."""
+        sizes: dict[int, int] = {}
+        for lo, hi, bookies in self._segments(md, 0, last):
+            await self._resolve(bookies)
+            wanted: dict[int, list[int]] = {}
+            for e in range(lo, hi + 1):
+                for idx in write_set(e, md.ensemble_size, md.write_quorum):
+                    wanted.setdefault(idx, []).append(e)
+
+            async def ask(bookie_id: str, ids: list[int]) -> dict[int, int]:
+                try:
+                    return await self.connection(bookie_id).entry_sizes(md.ledger_id, ids)
+                except (BKError, grpc.aio.AioRpcError, KeyError):
+                    return {}
+
+            calls = [
+                (bookies[idx], ids[i : i + 10000])
+                for idx, ids in wanted.items()
+                for i in range(0, len(ids), 10000)
+            ]
+            for got in await asyncio.gather(*(ask(b, ids) for b, ids in calls)):
+                sizes.update(got)
+        if len(sizes) < last + 1:
+            log.warning(
+                "ledger %d: sizes of %d of %d entries unknown; its length is a lower bound",
+                md.ledger_id,
+                last + 1 - len(sizes),
+                last + 1,
+            )
+        return sum(sizes.values())
 
     def _segments(
         self, md: LedgerMetadata, first: int, last: int

@@ -342,9 +342,12 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     resp.missing_entry_ids.append(eid)
                     continue
                 digest, lac, payload = got
+                resp.entry_ids.append(eid)
+                if request.sizes_only:
+                    resp.sizes.append(len(payload))
+                    continue
                 # The reader checks digests and fails over on a mismatch; the
                 # bookie sends what it holds, so the reader knows which replica is bad.
-                resp.entry_ids.append(eid)
                 resp.lacs.append(lac)
                 resp.digests.append(digest)
                 resp.payloads.append(payload)

@@ -72,28 +72,32 @@ class ReadRangeRequest(_message.Message):
     def __init__(self, ledger_id: _Optional[int] = ..., first_entry_id: _Optional[int] = ..., last_entry_id: _Optional[int] = ..., max_entries_per_response: _Optional[int] = ...) -> None: ...
 
 class ReadRangeResponse(_message.Message):
-    __slots__ = ("error", "entry_ids", "lacs", "digests", "payloads", "missing_entry_ids")
+    __slots__ = ("error", "entry_ids", "lacs", "digests", "payloads", "missing_entry_ids", "sizes")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     LACS_FIELD_NUMBER: _ClassVar[int]
     DIGESTS_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     MISSING_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.Error
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
     lacs: _containers.RepeatedScalarFieldContainer[int]
     digests: _containers.RepeatedScalarFieldContainer[int]
     payloads: _containers.RepeatedScalarFieldContainer[bytes]
     missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., lacs: _Optional[_Iterable[int]] = ..., digests: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., lacs: _Optional[_Iterable[int]] = ..., digests: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ..., sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReadEntriesRequest(_message.Message):
-    __slots__ = ("ledger_id", "entry_ids")
+    __slots__ = ("ledger_id", "entry_ids", "sizes_only")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    SIZES_ONLY_FIELD_NUMBER: _ClassVar[int]
     ledger_id: int
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, ledger_id: _Optional[int] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    sizes_only: bool
+    def __init__(self, ledger_id: _Optional[int] = ..., entry_ids: _Optional[_Iterable[int]] = ..., sizes_only: _Optional[bool] = ...) -> None: ...
 
 class DeleteLedgerRequest(_message.Message):
     __slots__ = ("ledger_id", "master_key")

@@ -124,6 +124,7 @@ def test_a_killed_writer_is_recovered_with_every_confirmed_entry_and_fenced(book
         missing = [e for e in confirmed if e not in rows]
         assert not missing, f"confirmed entries lost: {missing[:10]}"
         assert all(rows[e] == f"entry-{e}".encode() for e in rows)
+        assert md.length == sum(len(p) for p in rows.values())  # from sizes, not payloads
         # Recovering again changes nothing.
         again = await client.open_with_recovery(ledger_id)
         assert again.last_entry_id == md.last_entry_id
