@@ -1,13 +1,27 @@
-"""Dispatch for subscriptions with one active consumer (Exclusive).
+"""Dispatchers: which consumer of a subscription gets which entry.
 
-Theory of operation. The consumer grants permits (message counts: a batch
-entry of N messages costs N). While the active consumer has permits and the
-cursor's read position is at or before the last stored entry, the dispatcher
-reads up to ``max_read_batch_size`` entries, skips those acknowledged
-individually, and pushes them to the consumer in one stream message. When
-permits or entries run out it stops; it is woken by new permits, new
-entries, or a rewind (when the consumer leaves, its unacknowledged messages
-are sent again to the next one). At most one read runs at a time.
+Theory of operation. Consumers grant permits (message counts: a batch entry
+of N messages costs N). A dispatcher reads entries from the cursor's read
+position (at most ``max_read_batch_size`` entries or ``max_bytes`` per read),
+skips those acknowledged individually, and pushes them to consumers in one
+stream message per consumer. It stops when permits or entries run out and is
+woken by new permits, new entries, acknowledgements or a consumer change. At
+most one read runs at a time per subscription.
+
+Every delivered, unacknowledged entry is *pending* at the consumer that got
+it. When that consumer leaves, its pending entries are delivered again (to
+the next active consumer, or to the others for Shared) with their redelivery
+count raised by one. A consumer (and a subscription) holding
+``max_unacked_messages_per_consumer`` (``..._per_subscription``) unacked
+messages gets nothing more until half of them are acknowledged; 0 = no limit.
+
+* :class:`SingleActiveConsumerDispatcher` (Exclusive, Failover): one active
+  consumer gets everything; which one is the subscription's choice
+  (:meth:`Subscription.active_consumer`). When it changes, the cursor is
+  rewound so the new one gets every unacknowledged message.
+* :class:`SharedDispatcher` (Shared): entries go round-robin to consumers
+  with permits, those of the best priority level (lowest number) first;
+  pending entries of a consumer that leaves are redelivered first.
 """
 
 from __future__ import annotations
@@ -15,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import TYPE_CHECKING
+
+from sortedcontainers import SortedSet
 
 from protos import broker_pb2
 from protos.entry import CorruptedEntryError, num_messages, parse_metadata
@@ -24,8 +40,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Position = tuple[int, int]
 
-class SingleActiveConsumerDispatcher:
+
+def messages_in(data: bytes) -> int:
+    try:
+        return num_messages(parse_metadata(data))
+    except CorruptedEntryError:
+        return 1
+
+
+class Dispatcher:
     def __init__(self, subscription: Subscription, max_entries: int, max_bytes: int) -> None:
         self.sub = subscription
         self.max_entries = max_entries
@@ -33,20 +58,11 @@ class SingleActiveConsumerDispatcher:
         self._task: asyncio.Task | None = None
         self._again = False
 
-    @property
-    def active(self) -> Consumer | None:
-        consumers = self.sub.consumers
-        return consumers[0] if consumers else None
-
     def trigger(self) -> None:
         if self._task is not None:
             self._again = True
             return
         self._task = asyncio.get_running_loop().create_task(self._run())
-
-    def consumer_removed(self) -> None:
-        self.sub.cursor.rewind()
-        self.trigger()
 
     async def _run(self) -> None:
         try:
@@ -61,10 +77,103 @@ class SingleActiveConsumerDispatcher:
             self._task = None
 
     async def _dispatch_once(self) -> bool:
+        raise NotImplementedError
+
+    def consumer_added(self, consumer: Consumer) -> None:
+        self.trigger()
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ shared helpers
+
+    def _can_take(self, consumer: Consumer) -> bool:
+        if consumer.closed or consumer.permits <= 0:
+            return False
+        limit = self.sub.topic.settings.max_unacked_messages_per_consumer
+        if limit > 0:
+            if consumer.unacked >= limit:
+                consumer.blocked = True
+            elif consumer.blocked and consumer.unacked <= limit // 2:
+                consumer.blocked = False
+            if consumer.blocked:
+                return False
+        return True
+
+    def _subscription_blocked(self) -> bool:
+        sub = self.sub
+        limit = sub.topic.settings.max_unacked_messages_per_subscription
+        if limit <= 0:
+            return False
+        unacked = sub.unacked
+        if unacked >= limit:
+            sub.blocked = True
+        elif sub.blocked and unacked <= limit // 2:
+            sub.blocked = False
+        return sub.blocked
+
+    def _send(self, consumer: Consumer, batch: list[tuple[Position, bytes, int]]) -> None:
+        msg = broker_pb2.Deliveries()
+        sent = 0
+        counts = self.sub.redelivery_counts
+        for pos, data, n in batch:
+            msg.ledger_ids.append(pos[0])
+            msg.entry_ids.append(pos[1])
+            msg.redelivery_counts.append(counts.get(pos, 0))
+            msg.entries.append(data)
+            consumer.pending[pos] = n
+            consumer.unacked += n
+            sent += n
+        consumer.permits -= sent
+        consumer.deliver(broker_pb2.ConsumerResponse(deliveries=msg))
+
+    def requeue_pending(self, consumer: Consumer) -> list[Position]:
+        """Take a leaving consumer's pending entries, counting one more redelivery."""
+        counts = self.sub.redelivery_counts
+        out = []
+        for pos in consumer.pending:
+            if not self.sub.cursor.is_acked(pos):
+                counts[pos] = counts.get(pos, 0) + 1
+                out.append(pos)
+        consumer.pending.clear()
+        consumer.unacked = 0
+        return out
+
+
+class SingleActiveConsumerDispatcher(Dispatcher):
+    def __init__(self, subscription: Subscription, max_entries: int, max_bytes: int) -> None:
+        super().__init__(subscription, max_entries, max_bytes)
+        self._last_active: Consumer | None = None
+
+    @property
+    def active(self) -> Consumer | None:
+        return self.sub.active_consumer()
+
+    def consumer_added(self, consumer: Consumer) -> None:
+        self._check_active_change()
+        self.trigger()
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        self.requeue_pending(consumer)
+        self._check_active_change(force=True)
+        self.trigger()
+
+    def _check_active_change(self, force: bool = False) -> None:
+        active = self.active
+        if active is self._last_active and not force:
+            return
+        previous, self._last_active = self._last_active, active
+        if previous is not None and previous is not active and not previous.closed:
+            # The old active consumer's unacknowledged messages go to the new one.
+            self.requeue_pending(previous)
+        self.sub.cursor.rewind()
+
+    async def _dispatch_once(self) -> bool:
+        self._check_active_change()
         consumer = self.active
         cursor = self.sub.cursor
         ledger = self.sub.topic.ledger
-        if consumer is None or consumer.permits <= 0 or consumer.closed:
+        if consumer is None or not self._can_take(consumer) or self._subscription_blocked():
             return False
         if not ledger.has_entry(ledger.normalize(cursor.read_position)):
             return False
@@ -73,22 +182,83 @@ class SingleActiveConsumerDispatcher:
         )
         if not entries or consumer is not self.active or consumer.closed:
             return False
-        msg = broker_pb2.Deliveries()
-        sent = 0
+        batch = []
         for pos, data in entries:
             cursor.read_position = ledger.next_position(pos)
             if cursor.is_acked(pos):
                 continue
-            try:
-                count = num_messages(parse_metadata(data))
-            except CorruptedEntryError:
-                count = 1
-            msg.ledger_ids.append(pos[0])
-            msg.entry_ids.append(pos[1])
-            msg.redelivery_counts.append(0)
-            msg.entries.append(data)
-            sent += count
-        if sent:
-            consumer.permits -= sent
-            consumer.deliver(broker_pb2.ConsumerResponse(deliveries=msg))
+            batch.append((pos, data, messages_in(data)))
+        if batch:
+            self._send(consumer, batch)
         return True
+
+
+class SharedDispatcher(Dispatcher):
+    def __init__(self, subscription: Subscription, max_entries: int, max_bytes: int) -> None:
+        super().__init__(subscription, max_entries, max_bytes)
+        self.redeliver: SortedSet = SortedSet()
+        self._next = 0
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        self.redeliver.update(self.requeue_pending(consumer))
+        self.trigger()
+
+    def _ready_consumers(self) -> list[Consumer]:
+        """Consumers that can take entries now, best priority level only."""
+        ready = [c for c in self.sub.consumers if self._can_take(c)]
+        if not ready:
+            return []
+        best = min(c.priority_level for c in ready)
+        return [c for c in ready if c.priority_level == best]
+
+    def _pick(self, ready: list[Consumer]) -> Consumer:
+        self._next = (self._next + 1) % max(len(ready), 1)
+        return ready[self._next % len(ready)]
+
+    async def _dispatch_once(self) -> bool:
+        if self._subscription_blocked():
+            return False
+        ready = self._ready_consumers()
+        if not ready:
+            return False
+        cursor = self.sub.cursor
+        ledger = self.sub.topic.ledger
+        budget = min(self.max_entries, sum(c.permits for c in ready))
+        entries: list[tuple[Position, bytes]] = []
+        while self.redeliver and len(entries) < budget:
+            pos = self.redeliver.pop(0)
+            if cursor.is_acked(pos):
+                continue
+            got = await ledger.read_entries(pos, 1, self.max_bytes)
+            if got and got[0][0] == pos:
+                entries.append(got[0])
+        if len(entries) < budget and ledger.has_entry(ledger.normalize(cursor.read_position)):
+            fresh = await ledger.read_entries(
+                cursor.read_position, budget - len(entries), self.max_bytes
+            )
+            for pos, data in fresh:
+                cursor.read_position = ledger.next_position(pos)
+                if not cursor.is_acked(pos):
+                    entries.append((pos, data))
+        if not entries:
+            return False
+        per_consumer: dict[int, tuple[Consumer, list[tuple[Position, bytes, int]]]] = {}
+        leftovers = []
+        for pos, data in entries:
+            ready = self._ready_consumers()
+            if not ready:
+                leftovers.append(pos)
+                continue
+            consumer = self._pick(ready)
+            n = messages_in(data)
+            per_consumer.setdefault(consumer.id, (consumer, []))[1].append((pos, data, n))
+            consumer.permits -= n  # reserve; _send charges the real count below
+            consumer.unacked += n
+        for consumer, batch in per_consumer.values():
+            n = sum(b[2] for b in batch)
+            consumer.permits += n
+            consumer.unacked -= n
+            self._send(consumer, batch)
+        # Entries read but with no consumer left to take them: deliver later.
+        self.redeliver.update(leftovers)
+        return bool(per_consumer)

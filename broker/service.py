@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import json
 import logging
 
@@ -37,6 +38,9 @@ DEFAULT_NAMESPACE_KEY = "/admin/policies/public/default"
 
 # (sequence id, future of the stored position or the refusal, messages, bytes)
 _Send = tuple[int, "asyncio.Future | common_pb2.Error", int, int]
+
+
+_consumer_names = itertools.count(1)
 
 
 class _SendQueue:
@@ -335,7 +339,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 sub_req.sub_type,
                 sub_req.initial_position == broker_pb2.LATEST,
                 sub_req.durable,
-                sub_req.consumer_name or f"{self.broker_name}-c",
+                sub_req.consumer_name or f"{self.broker_name}-c{next(_consumer_names)}",
+                sub_req.priority_level,
             )
         except Exception as exc:
             yield broker_pb2.ConsumerResponse(error=_error_of(exc))
@@ -377,7 +382,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
                         continue
                     positions = list(zip(ack.ledger_ids, ack.entry_ids, strict=True))
-                    sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE)
+                    try:
+                        sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE, consumer)
+                    except BrokerError as exc:
+                        consumer.deliver(broker_pb2.ConsumerResponse(ack_error=exc.to_proto()))
                 elif kind == "close":
                     break
                 else:

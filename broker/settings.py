@@ -47,6 +47,16 @@ class BrokerSettings:
     max_topics: int = setting(100000, "Topics one broker serves at once.")
     max_producers_per_topic: int = setting(10000, "Producers connected to one topic.")
     max_consumers_per_subscription: int = setting(10000, "Consumers of one subscription.")
+    max_unacked_messages_per_consumer: int = setting(
+        50000,
+        "Unacknowledged messages a consumer may hold; at the limit it gets nothing more "
+        "until half are acknowledged (0 = no limit).",
+    )
+    max_unacked_messages_per_subscription: int = setting(
+        200000,
+        "Unacknowledged messages of a whole subscription; at the limit dispatch stops "
+        "until half are acknowledged (0 = no limit).",
+    )
     max_subscriptions_per_topic: int = setting(10000, "Subscriptions of one topic.")
     max_pending_publish_entries_per_producer: int = setting(
         10000, "Entries of one producer awaiting storage before the broker stops reading it."

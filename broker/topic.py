@@ -8,7 +8,7 @@ import itertools
 import logging
 from dataclasses import dataclass, field
 
-from broker.dispatcher import SingleActiveConsumerDispatcher
+from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
 from broker.managed_ledger import ManagedCursor, ManagedLedger
 from broker.settings import BrokerSettings
 from protos import broker_pb2, common_pb2
@@ -49,10 +49,15 @@ class Producer:
 class Consumer:
     subscription: Subscription
     name: str
+    priority_level: int = 0
     id: int = field(default_factory=lambda: next(_consumer_ids))
     permits: int = 0
     closed: bool = False
     outbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+    # Delivered, not yet acknowledged: position -> messages in the entry.
+    pending: dict[tuple[int, int], int] = field(default_factory=dict)
+    unacked: int = 0
+    blocked: bool = False
 
     def deliver(self, response: broker_pb2.ConsumerResponse) -> None:
         # Bounded by permits: the dispatcher only delivers against them.
@@ -70,12 +75,36 @@ class Subscription:
         self.sub_type = sub_type
         self.cursor = cursor
         self.consumers: list[Consumer] = []
-        settings = topic.settings
-        self.dispatcher = SingleActiveConsumerDispatcher(
-            self, settings.dispatcher_max_read_batch_size, settings.dispatcher_max_read_size_bytes
-        )
+        self.redelivery_counts: dict[tuple[int, int], int] = {}
+        self.blocked = False
+        self.dispatcher: Dispatcher = self._new_dispatcher(sub_type)
 
-    def add_consumer(self, name: str, sub_type: int) -> Consumer:
+    def _new_dispatcher(self, sub_type: int) -> Dispatcher:
+        s = self.topic.settings
+        cls = SharedDispatcher if sub_type == broker_pb2.SHARED else SingleActiveConsumerDispatcher
+        return cls(self, s.dispatcher_max_read_batch_size, s.dispatcher_max_read_size_bytes)
+
+    @property
+    def unacked(self) -> int:
+        return sum(c.unacked for c in self.consumers)
+
+    def active_consumer(self) -> Consumer | None:
+        """Exclusive and Failover: the one consumer that gets the messages.
+
+        Failover on a partition of a partitioned topic: consumers sorted by
+        priority level, then name; partition i goes to consumer i mod n.
+        Otherwise the first consumer to subscribe (the others wait in line).
+        """
+        live = [c for c in self.consumers if not c.closed]
+        if not live:
+            return None
+        index = self.topic.name.partition_index
+        if self.sub_type == broker_pb2.FAILOVER and index >= 0:
+            ordered = sorted(live, key=lambda c: (c.priority_level, c.name))
+            return ordered[index % len(ordered)]
+        return live[0]
+
+    def add_consumer(self, name: str, sub_type: int, priority_level: int = 0) -> Consumer:
         if self.consumers and sub_type != self.sub_type:
             raise _err(
                 common_pb2.CONSUMER_BUSY,
@@ -83,13 +112,12 @@ class Subscription:
                 f"{SUB_TYPE_NAMES[self.sub_type]} with consumers connected; "
                 f"a {SUB_TYPE_NAMES.get(sub_type, sub_type)} consumer cannot join",
             )
-        if sub_type != broker_pb2.EXCLUSIVE:
+        if sub_type == broker_pb2.KEY_SHARED:
             raise _err(
                 common_pb2.NOT_ALLOWED,
-                f"subscription type {SUB_TYPE_NAMES.get(sub_type, sub_type)} is not supported "
-                "yet; use Exclusive",
+                "Key_Shared subscriptions are not supported yet; use Exclusive, Failover or Shared",
             )
-        if self.consumers:
+        if sub_type == broker_pb2.EXCLUSIVE and self.consumers:
             raise _err(
                 common_pb2.CONSUMER_BUSY,
                 f"exclusive subscription {self.name!r} on {self.topic.name} already has a "
@@ -97,9 +125,14 @@ class Subscription:
             )
         if len(self.consumers) >= self.topic.settings.max_consumers_per_subscription:
             raise _err(common_pb2.TOO_MANY_REQUESTS, "max_consumers_per_subscription reached")
-        self.sub_type = sub_type
-        consumer = Consumer(self, name)
+        if not self.consumers and sub_type != self.sub_type:
+            # The first consumer sets the type; every consumer had left.
+            self.sub_type = sub_type
+            self.dispatcher = self._new_dispatcher(sub_type)
+            self.cursor.rewind()
+        consumer = Consumer(self, name, priority_level)
         self.consumers.append(consumer)
+        self.dispatcher.consumer_added(consumer)
         return consumer
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -107,10 +140,42 @@ class Subscription:
             return
         consumer.closed = True
         self.consumers.remove(consumer)
-        self.dispatcher.consumer_removed()
+        self.dispatcher.consumer_removed(consumer)
 
-    def ack(self, positions: list[tuple[int, int]], cumulative: bool) -> None:
+    def ack(
+        self, positions: list[tuple[int, int]], cumulative: bool, consumer: Consumer | None = None
+    ) -> None:
+        if not positions:
+            return
+        if cumulative and self.sub_type == broker_pb2.SHARED:
+            raise _err(
+                common_pb2.NOT_ALLOWED,
+                f"cumulative acknowledgement is not allowed on Shared subscription {self.name!r}",
+            )
         self.cursor.ack(positions, cumulative)
+        counts = self.redelivery_counts
+        holders = [consumer] if consumer is not None and not cumulative else self.consumers
+        unblock = False
+        for pos in positions:
+            counts.pop(pos, None)
+        for c in holders:
+            if not c.pending:
+                continue
+            if cumulative:
+                top = max(positions)
+                done = [p for p in c.pending if p <= top]
+            else:
+                done = [p for p in positions if p in c.pending]
+            for p in done:
+                c.unacked -= c.pending.pop(p)
+                counts.pop(p, None)
+            unblock |= bool(done) and c.blocked
+        if cumulative and counts:
+            top = max(positions)
+            for p in [p for p in counts if p <= top]:
+                del counts[p]
+        if unblock or self.blocked:
+            self.dispatcher.trigger()
 
     def on_new_entries(self) -> None:
         if self.consumers:
@@ -174,7 +239,13 @@ class Topic:
     # ---------------------------------------------------------------- consumers
 
     async def subscribe(
-        self, sub_name: str, sub_type: int, latest: bool, durable: bool, consumer_name: str
+        self,
+        sub_name: str,
+        sub_type: int,
+        latest: bool,
+        durable: bool,
+        consumer_name: str,
+        priority_level: int = 0,
     ) -> Consumer:
         async with self._sub_lock:
             sub = self.subscriptions.get(sub_name)
@@ -194,7 +265,7 @@ class Topic:
                 )
                 sub = Subscription(self, sub_name, sub_type, cursor)
                 self.subscriptions[sub_name] = sub
-            return sub.add_consumer(consumer_name, sub_type)
+            return sub.add_consumer(consumer_name, sub_type, priority_level)
 
     async def close(self) -> None:
         self.ledger.remove_listener(self._on_new_entries)

@@ -56,8 +56,14 @@ class ConsumerOptions:
     consumer_name: str | None = None
     initial_position: InitialPosition = InitialPosition.Latest
     subscription_mode: SubscriptionMode = SubscriptionMode.Durable
+    priority_level: int = 0
 
     def validate(self) -> None:
+        if not isinstance(self.priority_level, int) or self.priority_level < 0:
+            raise InvalidConfiguration(
+                f"priority_level is {self.priority_level!r}; it must be an int >= 0 "
+                "(0 = the highest priority)"
+            )
         if self.receiver_queue_size < 1:
             raise InvalidConfiguration(
                 f"receiver_queue_size is {self.receiver_queue_size}; it must be >= 1"
@@ -121,6 +127,7 @@ class ConsumerEngine:
                     ),
                     consumer_name=self.name,
                     durable=self.opts.subscription_mode == SubscriptionMode.Durable,
+                    priority_level=self.opts.priority_level,
                 )
             )
         )

@@ -56,6 +56,7 @@ CONSUMER_OPTIONS = {
     "consumer_name",
     "initial_position",
     "subscription_mode",
+    "priority_level",
 }
 
 
@@ -189,9 +190,9 @@ class Client:
         if not isinstance(subscription_name, str) or not subscription_name:
             raise InvalidConfiguration("subscription_name must be a non-empty str")
         opts = ConsumerOptions(**options)
-        if opts.consumer_type != ConsumerType.Exclusive:
+        if opts.consumer_type == ConsumerType.KeyShared:
             raise InvalidConfiguration(
-                f"consumer_type {opts.consumer_type.name} is not available yet; use Exclusive"
+                "consumer_type KeyShared is not available yet; use Exclusive, Failover or Shared"
             )
         engine = ConsumerEngine(
             self._conn(), name, subscription_name, opts, asyncio.get_running_loop()
