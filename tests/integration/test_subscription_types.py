@@ -157,3 +157,25 @@ def test_a_different_type_is_refused_while_consumers_are_connected(cluster, topi
         fo = _sub(c, topic, "s", ConsumerType.Failover)
         sent = _send(c, topic, 3)
         assert [m.data() for m in _drain(fo, 3)] == sent
+
+
+def test_a_consumer_at_its_unacked_limit_gets_more_only_after_half_are_acked(
+    fresh_cluster, tmp_path
+):
+    config = tmp_path / "magnetar.toml"
+    config.write_text("[broker]\nmax_unacked_messages_per_consumer = 10\n")
+    fresh_cluster.extra_args = ["--config", str(config)]
+    cluster = fresh_cluster.start()
+    topic = "unacked-limit"
+    with Client(cluster.service_url) as c:
+        consumer = _sub(c, topic, "sh", ConsumerType.Shared, receiver_queue_size=100)
+        _send(c, topic, 50)
+        first = _drain(consumer, 50, timeout_ms=1000, ack=False)
+        assert len(first) == 10  # blocked at the limit although permits remain
+        for m in first[:4]:
+            consumer.acknowledge(m)
+        assert _drain(consumer, 50, timeout_ms=1000, ack=False) == []  # 6 unacked > 10 / 2
+        consumer.acknowledge(first[4])  # 5 unacked: unblocked
+        more = _drain(consumer, 50, timeout_ms=1000, ack=False)
+        assert len(more) == 5  # back up to the limit of 10
+        assert [m.data() for m in more] == [f"m{i}".encode() for i in range(10, 15)]
