@@ -386,6 +386,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE, consumer)
                     except BrokerError as exc:
                         consumer.deliver(broker_pb2.ConsumerResponse(ack_error=exc.to_proto()))
+                elif kind == "redeliver":
+                    sub.redeliver_unacked(consumer)
+                elif kind == "unsubscribe":
+                    try:
+                        await sub.topic.unsubscribe(consumer)
+                    except BrokerError as exc:
+                        consumer.deliver(broker_pb2.ConsumerResponse(request_error=exc.to_proto()))
+                        continue
+                    consumer.deliver(
+                        broker_pb2.ConsumerResponse(unsubscribed=broker_pb2.Unsubscribed())
+                    )
+                    break
                 elif kind == "close":
                     break
                 else:

@@ -177,6 +177,14 @@ class Subscription:
         if unblock or self.blocked:
             self.dispatcher.trigger()
 
+    def redeliver_unacked(self, consumer: Consumer) -> None:
+        positions = self.dispatcher.requeue_pending(consumer)
+        if isinstance(self.dispatcher, SharedDispatcher):
+            self.dispatcher.redeliver.update(positions)
+        elif consumer is self.active_consumer():
+            self.cursor.rewind()
+        self.dispatcher.trigger()
+
     def on_new_entries(self) -> None:
         if self.consumers:
             self.dispatcher.trigger()
@@ -266,6 +274,22 @@ class Topic:
                 sub = Subscription(self, sub_name, sub_type, cursor)
                 self.subscriptions[sub_name] = sub
             return sub.add_consumer(consumer_name, sub_type, priority_level)
+
+    async def unsubscribe(self, consumer: Consumer) -> None:
+        """Delete ``consumer``'s subscription; it must be the only consumer."""
+        async with self._sub_lock:
+            sub = consumer.subscription
+            others = [c for c in sub.consumers if c is not consumer and not c.closed]
+            if others:
+                raise _err(
+                    common_pb2.NOT_ALLOWED,
+                    f"subscription {sub.name!r} on {self.name} has {len(others)} other "
+                    "consumer(s) connected; close them first",
+                )
+            if self.subscriptions.get(sub.name) is sub:
+                del self.subscriptions[sub.name]
+            sub.remove_consumer(consumer)
+            await sub.cursor.delete()
 
     async def close(self) -> None:
         self.ledger.remove_listener(self._on_new_entries)

@@ -100,6 +100,7 @@ class ConsumerEngine:
         self._arrived = threading.Condition(self._lock)
         self._incoming: collections.deque[Message] = collections.deque()
         self._async_waiter: asyncio.Future | None = None
+        self._request_result: asyncio.Future | None = None
         self._taken_since_flow = 0
         self._individual: list[tuple[int, int]] = []
         self._cumulative: tuple[int, int] | None = None
@@ -163,6 +164,19 @@ class ConsumerEngine:
                 elif kind == "error":
                     self._fail(from_wire(resp.error))
                     return
+                elif kind in ("unsubscribed", "request_error"):
+                    fut = self._request_result
+                    if fut is not None and not fut.done():
+                        if kind == "unsubscribed":
+                            fut.set_result(None)
+                        else:
+                            fut.set_exception(from_wire(resp.request_error))
+                    elif kind == "request_error":
+                        log.warning(
+                            "%s: the broker refused a request: %s",
+                            self.topic,
+                            resp.request_error.message,
+                        )
             if not self.closed:
                 self._fail(from_wire_or(None, f"the broker closed consumer {self.name}"))
         except asyncio.CancelledError:
@@ -339,6 +353,35 @@ class ConsumerEngine:
                 await self._write(broker_pb2.ConsumerRequest(ack=ack))
         except Exception as exc:
             log.warning("%s: sending acks failed: %s", self.topic, exc)
+
+    async def redeliver_unacknowledged(self) -> None:
+        """Drop the local queue and have the broker deliver every unacked message again."""
+        self._check()
+        await self.flush_acks()
+        with self._arrived:
+            dropped = len(self._incoming)
+            self._incoming.clear()
+        await self._write(
+            broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
+        )
+        if dropped:
+            # The dropped messages had used permits: give them back.
+            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
+
+    async def unsubscribe(self, timeout_s: float) -> None:
+        """Delete the subscription (refused while other consumers are connected)."""
+        self._check()
+        await self.flush_acks()
+        self._request_result = self.loop.create_future()
+        await self._write(broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()))
+        try:
+            await asyncio.wait_for(self._request_result, timeout_s)
+        finally:
+            self._request_result = None
+        self.closed = True
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+        self._fail(AlreadyClosed(f"consumer {self.name} unsubscribed from {self.subscription}"))
 
     async def close(self) -> None:
         if self.closed:

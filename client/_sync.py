@@ -129,6 +129,14 @@ class Consumer:
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._engine.acknowledge_cumulative(message)
 
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Have every unacknowledged message delivered again (redelivery count + 1)."""
+        self._runner.run(self._engine.redeliver_unacknowledged(), self._timeout_s)
+
+    def unsubscribe(self) -> None:
+        """Delete the subscription; refused while other consumers are connected."""
+        self._runner.run(self._engine.unsubscribe(self._timeout_s), self._timeout_s + 1)
+
     def close(self) -> None:
         self._runner.run(self._engine.close(), self._timeout_s)
 

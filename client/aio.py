@@ -132,6 +132,14 @@ class Consumer:
     async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._engine.acknowledge_cumulative(message)
 
+    async def redeliver_unacknowledged_messages(self) -> None:
+        """Have every unacknowledged message delivered again (redelivery count + 1)."""
+        await self._engine.redeliver_unacknowledged()
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription; refused while other consumers are connected."""
+        await self._engine.unsubscribe(30.0)
+
     async def close(self) -> None:
         await self._engine.close()
 

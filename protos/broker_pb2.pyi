@@ -148,16 +148,28 @@ class CloseConsumer(_message.Message):
     def __init__(self) -> None: ...
 
 class ConsumerRequest(_message.Message):
-    __slots__ = ("subscribe", "flow", "ack", "close")
+    __slots__ = ("subscribe", "flow", "ack", "close", "redeliver", "unsubscribe")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    REDELIVER_FIELD_NUMBER: _ClassVar[int]
+    UNSUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     subscribe: Subscribe
     flow: Flow
     ack: Ack
     close: CloseConsumer
-    def __init__(self, subscribe: _Optional[_Union[Subscribe, _Mapping]] = ..., flow: _Optional[_Union[Flow, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., close: _Optional[_Union[CloseConsumer, _Mapping]] = ...) -> None: ...
+    redeliver: RedeliverUnacknowledged
+    unsubscribe: Unsubscribe
+    def __init__(self, subscribe: _Optional[_Union[Subscribe, _Mapping]] = ..., flow: _Optional[_Union[Flow, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., close: _Optional[_Union[CloseConsumer, _Mapping]] = ..., redeliver: _Optional[_Union[RedeliverUnacknowledged, _Mapping]] = ..., unsubscribe: _Optional[_Union[Unsubscribe, _Mapping]] = ...) -> None: ...
+
+class RedeliverUnacknowledged(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Unsubscribe(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class Subscribed(_message.Message):
     __slots__ = ("consumer_name", "topic")
@@ -180,13 +192,21 @@ class Deliveries(_message.Message):
     def __init__(self, ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., redelivery_counts: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ConsumerResponse(_message.Message):
-    __slots__ = ("subscribed", "deliveries", "error", "ack_error")
+    __slots__ = ("subscribed", "deliveries", "error", "ack_error", "unsubscribed", "request_error")
     SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ACK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    UNSUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ERROR_FIELD_NUMBER: _ClassVar[int]
     subscribed: Subscribed
     deliveries: Deliveries
     error: _common_pb2.Error
     ack_error: _common_pb2.Error
-    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., deliveries: _Optional[_Union[Deliveries, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., ack_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+    unsubscribed: Unsubscribed
+    request_error: _common_pb2.Error
+    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., deliveries: _Optional[_Union[Deliveries, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., ack_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., unsubscribed: _Optional[_Union[Unsubscribed, _Mapping]] = ..., request_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class Unsubscribed(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

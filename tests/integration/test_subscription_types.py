@@ -179,3 +179,39 @@ def test_a_consumer_at_its_unacked_limit_gets_more_only_after_half_are_acked(
         more = _drain(consumer, 50, timeout_ms=1000, ack=False)
         assert len(more) == 5  # back up to the limit of 10
         assert [m.data() for m in more] == [f"m{i}".encode() for i in range(10, 15)]
+
+
+@pytest.mark.parametrize("kind", [ConsumerType.Exclusive, ConsumerType.Shared])
+def test_redeliver_unacknowledged_messages_counts_redeliveries(cluster, topic, kind):
+    with Client(cluster.service_url) as c:
+        consumer = _sub(c, topic, "r", kind)
+        sent = _send(c, topic, 10)
+        first = _drain(consumer, 10, ack=False)
+        assert [m.data() for m in first] == sent
+        assert all(m.redelivery_count() == 0 for m in first)
+        consumer.acknowledge(first[0])
+        consumer.redeliver_unacknowledged_messages()
+        again = _drain(consumer, 20, ack=False)
+        assert sorted(m.data() for m in again) == sorted(sent[1:])
+        assert all(m.redelivery_count() == 1 for m in again)
+        consumer.redeliver_unacknowledged_messages()
+        assert all(m.redelivery_count() == 2 for m in _drain(consumer, 20))
+
+
+def test_unsubscribe_is_refused_with_other_consumers_and_deletes_the_subscription(cluster, topic):
+    with Client(cluster.service_url) as c:
+        a = _sub(c, topic, "u", ConsumerType.Shared)
+        b = _sub(c, topic, "u", ConsumerType.Shared)
+        _send(c, topic, 5)
+        with pytest.raises(MagnetarError, match="other consumer"):
+            a.unsubscribe()
+        b.close()
+        _drain(a, 5, ack=False)  # unacknowledged when the subscription goes
+        a.unsubscribe()
+        with pytest.raises(MagnetarError):
+            a.receive(timeout_millis=100)
+        # A new subscription of that name starts from scratch (Latest by default).
+        fresh = c.subscribe(topic, "u", consumer_type=ConsumerType.Shared)
+        assert _drain(fresh, 1, timeout_ms=500) == []
+        later = _send(c, topic, 2, prefix="after")
+        assert [m.data() for m in _drain(fresh, 2)] == later
