@@ -206,6 +206,47 @@ class ManagedLedger:
     def next_position(self, pos: Position) -> Position:
         return self.normalize((pos[0], pos[1] + 1))
 
+    def before(self, pos: Position) -> Position:
+        """The mark-delete position that makes ``pos`` the next one delivered."""
+        return pos[0], pos[1] - 1
+
+    async def find_by_publish_time(self, publish_time_ms: int) -> Position:
+        """The first stored entry published at or after ``publish_time_ms``
+        (the position after the last entry when none is)."""
+        last = self.last_confirmed
+        end = self.next_position(last) if last[1] >= 0 else self.first_position
+        for ledger_id in self.ledger_ids:
+            hi = self._last_entry_of(ledger_id)
+            if hi < 0:
+                continue
+            if await self._publish_time((ledger_id, hi)) < publish_time_ms:
+                continue  # the whole ledger is older
+            lo, top = 0, hi
+            while lo < top:  # first entry of this ledger with time >= t
+                mid = (lo + top) // 2
+                if await self._publish_time((ledger_id, mid)) >= publish_time_ms:
+                    top = mid
+                else:
+                    lo = mid + 1
+            return ledger_id, lo
+        return end
+
+    def _last_entry_of(self, ledger_id: int) -> int:
+        md = self.closed_ledgers.get(ledger_id)
+        if md is not None:
+            return int(md.last_entry_id)
+        if self.writer is not None and self.writer.ledger_id == ledger_id:
+            return int(self.writer.lac)
+        return -1
+
+    async def _publish_time(self, pos: Position) -> int:
+        from protos.entry import parse_metadata
+
+        got = await self.read_entries(pos, 1, 64 * 1024 * 1024)
+        if not got:
+            return 0
+        return int(parse_metadata(got[0][1]).publish_time)
+
     def normalize(self, pos: Position) -> Position:
         """The first existing-or-future position at or after ``pos``."""
         ledger_id, entry_id = pos
@@ -317,8 +358,10 @@ class ManagedCursor:
         durable: bool,
         persist_interval_ms: int,
         max_ranges: int,
+        mark_delete: Position | None = None,
     ) -> tuple[ManagedCursor, bool]:
-        """The cursor and whether it was created now."""
+        """The cursor and whether it was created now. A new cursor starts after
+        ``mark_delete`` when given, else at the initial position."""
         created = False
         version = -1
         stat = await ledger.metastore.get(ledger.cursor_key(name)) if durable else None
@@ -327,7 +370,10 @@ class ManagedCursor:
             version = stat.version
         else:
             created = True
-            start = ledger.last_confirmed if initial_position_latest else ledger.before_first()
+            if mark_delete is not None:
+                start = mark_delete
+            else:
+                start = ledger.last_confirmed if initial_position_latest else ledger.before_first()
             state = CursorState(start)
         cursor = cls(
             ledger,
@@ -358,6 +404,12 @@ class ManagedCursor:
 
     def rewind(self) -> None:
         self.read_position = self.ledger.next_position(self.state.mark_delete_position)
+
+    def reset(self, mark_delete: Position) -> None:
+        """Seek: everything after ``mark_delete`` becomes unacknowledged again."""
+        self.state = CursorState(mark_delete)
+        self.rewind()
+        self._mark_dirty()
 
     def _mark_dirty(self) -> None:
         if not self.durable:

@@ -81,6 +81,27 @@ class _SendQueue:
         return head
 
 
+def _start_mark_delete(
+    topic: Topic, mid: common_pb2.MessageIdData, inclusive: bool
+) -> tuple[int, int]:
+    """The mark-delete position of a reader starting at ``mid``."""
+    ledger = topic.ledger
+    if mid.ledger_id < 0:  # MessageId.earliest
+        return ledger.before_first()
+    if mid.ledger_id >= MAX_INT64:  # MessageId.latest
+        last = ledger.last_confirmed
+        return ledger.before(last) if inclusive and last[1] >= 0 else last
+    pos = (mid.ledger_id, mid.entry_id)
+    # A batched start id delivers its whole entry: the client skips the
+    # messages before it (and the start itself when not inclusive).
+    if inclusive or mid.batch_index >= 0:
+        return ledger.before(pos)
+    return pos
+
+
+MAX_INT64 = (1 << 63) - 1
+
+
 def _error_of(exc: BaseException) -> common_pb2.Error:
     if isinstance(exc, MagnetarServerError):
         return exc.to_proto()
@@ -334,6 +355,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     f"unknown subscription type {sub_req.sub_type}", common_pb2.INVALID_ARGUMENT
                 )
             topic = await self.get_topic(name)
+            mark_delete = None
+            if sub_req.HasField("start_message_id"):
+                mark_delete = _start_mark_delete(
+                    topic, sub_req.start_message_id, sub_req.start_message_id_inclusive
+                )
             consumer = await topic.subscribe(
                 sub_req.subscription,
                 sub_req.sub_type,
@@ -341,6 +367,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 sub_req.durable,
                 sub_req.consumer_name or f"{self.broker_name}-c{next(_consumer_names)}",
                 sub_req.priority_level,
+                mark_delete,
             )
         except Exception as exc:
             yield broker_pb2.ConsumerResponse(error=_error_of(exc))
@@ -361,6 +388,24 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         finally:
             reader.cancel()
             sub.remove_consumer(consumer)
+
+    async def _seek(self, sub, seek: broker_pb2.Seek) -> None:  # type: ignore[no-untyped-def]
+        ledger = sub.topic.ledger
+        if seek.WhichOneof("target") == "publish_time_ms":
+            pos = await ledger.find_by_publish_time(seek.publish_time_ms)
+        elif seek.WhichOneof("target") == "message_id":
+            mid = seek.message_id
+            if mid.ledger_id < 0:
+                pos = ledger.normalize(ledger.first_position)
+            elif mid.ledger_id >= MAX_INT64:
+                pos = ledger.next_position(ledger.last_confirmed)
+            else:
+                pos = (mid.ledger_id, mid.entry_id)
+        else:
+            raise BrokerError(
+                "seek needs a message id or a publish time", common_pb2.INVALID_ARGUMENT
+            )
+        sub.seek(ledger.before(pos))
 
     async def _read_consumer_requests(self, iterator, consumer) -> None:  # type: ignore[no-untyped-def]
         sub = consumer.subscription
@@ -386,6 +431,27 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE, consumer)
                     except BrokerError as exc:
                         consumer.deliver(broker_pb2.ConsumerResponse(ack_error=exc.to_proto()))
+                elif kind == "seek":
+                    try:
+                        await self._seek(sub, req.seek)
+                    except Exception as exc:
+                        consumer.deliver(broker_pb2.ConsumerResponse(request_error=_error_of(exc)))
+                        continue
+                    consumer.deliver(broker_pb2.ConsumerResponse(seek_done=broker_pb2.SeekDone()))
+                elif kind == "get_last_message_id":
+                    ledger_id, entry_id = sub.topic.ledger.last_confirmed
+                    consumer.deliver(
+                        broker_pb2.ConsumerResponse(
+                            last_message_id=broker_pb2.LastMessageId(
+                                message_id=common_pb2.MessageIdData(
+                                    ledger_id=ledger_id if entry_id >= 0 else -1,
+                                    entry_id=entry_id,
+                                    partition=-1,
+                                    batch_index=-1,
+                                )
+                            )
+                        )
+                    )
                 elif kind == "redeliver":
                     sub.redeliver_unacked(consumer)
                 elif kind == "unsubscribe":

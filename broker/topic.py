@@ -177,6 +177,18 @@ class Subscription:
         if unblock or self.blocked:
             self.dispatcher.trigger()
 
+    def seek(self, mark_delete: tuple[int, int]) -> None:
+        """Reset the cursor; what consumers hold is forgotten (no redelivery count)."""
+        for c in self.consumers:
+            c.pending.clear()
+            c.unacked = 0
+            c.blocked = False
+        self.redelivery_counts.clear()
+        if isinstance(self.dispatcher, SharedDispatcher):
+            self.dispatcher.redeliver.clear()
+        self.cursor.reset(mark_delete)
+        self.dispatcher.trigger()
+
     def redeliver_unacked(self, consumer: Consumer) -> None:
         positions = self.dispatcher.requeue_pending(consumer)
         if isinstance(self.dispatcher, SharedDispatcher):
@@ -254,6 +266,7 @@ class Topic:
         durable: bool,
         consumer_name: str,
         priority_level: int = 0,
+        mark_delete: tuple[int, int] | None = None,
     ) -> Consumer:
         async with self._sub_lock:
             sub = self.subscriptions.get(sub_name)
@@ -270,6 +283,7 @@ class Topic:
                     durable=durable,
                     persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
                     max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
+                    mark_delete=mark_delete,
                 )
                 sub = Subscription(self, sub_name, sub_type, cursor)
                 self.subscriptions[sub_name] = sub

@@ -8,7 +8,7 @@
 ``client.aio`` has the same API as coroutines.
 """
 
-from client._sync import Client, Consumer, Producer
+from client._sync import Client, Consumer, Producer, Reader
 from client.enums import (
     BatchingType,
     CompressionType,
@@ -42,6 +42,7 @@ __all__ = [
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
+    "Reader",
     "RegexSubscriptionMode",
     "Result",
     "SubscriptionMode",

@@ -33,7 +33,7 @@ from client.exceptions import (
     from_wire,
 )
 from client.message import Message, unpack_entry
-from protos import broker_pb2
+from protos import broker_pb2, common_pb2
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,9 @@ class ConsumerOptions:
     initial_position: InitialPosition = InitialPosition.Latest
     subscription_mode: SubscriptionMode = SubscriptionMode.Durable
     priority_level: int = 0
+    # Readers: where to start (None = initial_position).
+    start_message_id: MessageId | None = None
+    start_message_id_inclusive: bool = False
 
     def validate(self) -> None:
         if not isinstance(self.priority_level, int) or self.priority_level < 0:
@@ -101,6 +104,13 @@ class ConsumerEngine:
         self._incoming: collections.deque[Message] = collections.deque()
         self._async_waiter: asyncio.Future | None = None
         self._request_result: asyncio.Future | None = None
+        self._request_lock = asyncio.Lock()
+        # A batched start id: messages of its entry before it are skipped.
+        self._skip_before: MessageId | None = None
+        start = options.start_message_id
+        if start is not None and start.batch_index() >= 0 and start.ledger_id() >= 0:
+            self._skip_before = start
+        self.last_dequeued: MessageId | None = None
         self._taken_since_flow = 0
         self._individual: list[tuple[int, int]] = []
         self._cumulative: tuple[int, int] | None = None
@@ -129,6 +139,8 @@ class ConsumerEngine:
                     consumer_name=self.name,
                     durable=self.opts.subscription_mode == SubscriptionMode.Durable,
                     priority_level=self.opts.priority_level,
+                    start_message_id=_id_data(self.opts.start_message_id),
+                    start_message_id_inclusive=self.opts.start_message_id_inclusive,
                 )
             )
         )
@@ -164,13 +176,16 @@ class ConsumerEngine:
                 elif kind == "error":
                     self._fail(from_wire(resp.error))
                     return
-                elif kind in ("unsubscribed", "request_error"):
+                elif kind in ("unsubscribed", "request_error", "seek_done", "last_message_id"):
                     fut = self._request_result
                     if fut is not None and not fut.done():
-                        if kind == "unsubscribed":
-                            fut.set_result(None)
-                        else:
+                        if kind == "request_error":
                             fut.set_exception(from_wire(resp.request_error))
+                        elif kind == "last_message_id":
+                            m = resp.last_message_id.message_id
+                            fut.set_result(MessageId(m.ledger_id, m.entry_id, self.partition))
+                        else:
+                            fut.set_result(None)
                     elif kind == "request_error":
                         log.warning(
                             "%s: the broker refused a request: %s",
@@ -198,6 +213,21 @@ class ConsumerEngine:
                 log.error(
                     "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
                 )
+        skip = self._skip_before
+        if skip is not None and messages:
+            keep_self = self.opts.start_message_id_inclusive
+            kept = []
+            for m in messages:
+                mid = m.message_id()
+                if mid.position != skip.position:
+                    if mid.position > skip.position:
+                        self._skip_before = None
+                    kept.append(m)
+                elif mid.batch_index() > skip.batch_index() or (
+                    keep_self and mid.batch_index() == skip.batch_index()
+                ):
+                    kept.append(m)
+            messages = kept
         with self._arrived:
             self._incoming.extend(messages)
             self._arrived.notify_all()
@@ -222,6 +252,7 @@ class ConsumerEngine:
             raise self.failure
 
     def _took(self, msg: Message) -> Message:
+        self.last_dequeued = msg.message_id()
         self._taken_since_flow += 1
         if self._taken_since_flow >= max(1, self.opts.receiver_queue_size // 2):
             permits, self._taken_since_flow = self._taken_since_flow, 0
@@ -368,16 +399,56 @@ class ConsumerEngine:
             # The dropped messages had used permits: give them back.
             await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
 
+    async def _request(self, req: broker_pb2.ConsumerRequest, timeout_s: float):  # type: ignore[no-untyped-def]
+        """Send a request the broker answers on the stream; one at a time."""
+        async with self._request_lock:
+            self._check()
+            self._request_result = self.loop.create_future()
+            await self._write(req)
+            try:
+                return await asyncio.wait_for(self._request_result, timeout_s)
+            finally:
+                self._request_result = None
+
+    async def seek(self, target: MessageId | int, timeout_s: float) -> None:
+        """Reset the subscription: the next message is ``target`` (a MessageId,
+        inclusive) or the first one published at or after ``target`` (ms)."""
+        await self.flush_acks()
+        seek = broker_pb2.Seek()
+        if isinstance(target, MessageId):
+            seek.message_id.CopyFrom(_id_data(target))
+            if target.batch_index() >= 0 and target.ledger_id() >= 0:
+                self._skip_before = target
+                self.opts.start_message_id_inclusive = True
+        elif isinstance(target, int) and not isinstance(target, bool):
+            seek.publish_time_ms = target
+        else:
+            raise TypeError(f"seek takes a MessageId or a publish time in ms, not {target!r}")
+        await self._request(broker_pb2.ConsumerRequest(seek=seek), timeout_s)
+        with self._arrived:
+            dropped = len(self._incoming)
+            self._incoming.clear()
+        self.last_dequeued = None
+        if dropped:
+            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
+
+    async def get_last_message_id(self, timeout_s: float) -> MessageId:
+        """The id of the last entry stored in the topic (entry granularity)."""
+        return await self._request(  # type: ignore[no-any-return]
+            broker_pb2.ConsumerRequest(get_last_message_id=broker_pb2.GetLastMessageId()),
+            timeout_s,
+        )
+
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._incoming)
+
     async def unsubscribe(self, timeout_s: float) -> None:
         """Delete the subscription (refused while other consumers are connected)."""
-        self._check()
         await self.flush_acks()
-        self._request_result = self.loop.create_future()
-        await self._write(broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()))
-        try:
-            await asyncio.wait_for(self._request_result, timeout_s)
-        finally:
-            self._request_result = None
+        await self._request(
+            broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()), timeout_s
+        )
         self.closed = True
         if self._reader_task is not None:
             self._reader_task.cancel()
@@ -399,3 +470,14 @@ class ConsumerEngine:
         if self._reader_task is not None:
             self._reader_task.cancel()
         self._fail(AlreadyClosed(f"consumer {self.name} is closed"))
+
+
+def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:
+    if mid is None:
+        return None
+    return common_pb2.MessageIdData(
+        ledger_id=mid.ledger_id(),
+        entry_id=mid.entry_id(),
+        partition=mid.partition(),
+        batch_index=mid.batch_index(),
+    )

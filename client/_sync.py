@@ -137,6 +137,15 @@ class Consumer:
         """Delete the subscription; refused while other consumers are connected."""
         self._runner.run(self._engine.unsubscribe(self._timeout_s), self._timeout_s + 1)
 
+    def seek(self, target: MessageId | int) -> None:
+        """Next message: ``target`` (a MessageId) or the first published at or after it (ms)."""
+        self._runner.run(self._engine.seek(target, self._timeout_s), self._timeout_s + 1)
+
+    def get_last_message_id(self) -> MessageId:
+        return self._runner.run(  # type: ignore[no-any-return]
+            self._engine.get_last_message_id(self._timeout_s), self._timeout_s + 1
+        )
+
     def close(self) -> None:
         self._runner.run(self._engine.close(), self._timeout_s)
 
@@ -151,6 +160,35 @@ class Consumer:
 
     def is_connected(self) -> bool:
         return self._inner.is_connected()
+
+
+class Reader:
+    """A non-durable exclusive subscription read from a chosen position."""
+
+    def __init__(self, inner: aio.Reader, runner: _LoopThread, timeout_s: float) -> None:
+        self._inner = inner
+        self._engine = inner._engine
+        self._runner = runner
+        self._timeout_s = timeout_s
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        msg = self._engine.receive_blocking(timeout_millis)
+        self._engine.acknowledge_cumulative(msg)
+        return msg
+
+    def has_message_available(self) -> bool:
+        return self._runner.run(  # type: ignore[no-any-return]
+            aio.has_message_available(self._engine, self._timeout_s), self._timeout_s + 1
+        )
+
+    def seek(self, target: MessageId | int) -> None:
+        self._runner.run(self._engine.seek(target, self._timeout_s), self._timeout_s + 1)
+
+    def topic(self) -> str:
+        return self._inner.topic()
+
+    def close(self) -> None:
+        self._runner.run(self._engine.close(), self._timeout_s)
 
 
 class Client:
@@ -194,6 +232,13 @@ class Client:
             self._inner.subscribe(topic, subscription_name, **options), self._timeout_s + 1
         )
         return Consumer(inner, self._runner, self._timeout_s)
+
+    def create_reader(self, topic: str, start_message_id: MessageId, **options: Any) -> Reader:
+        self._check()
+        inner = self._runner.run(
+            self._inner.create_reader(topic, start_message_id, **options), self._timeout_s + 1
+        )
+        return Reader(inner, self._runner, self._timeout_s)
 
     def close(self) -> None:
         if self._closed:

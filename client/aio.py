@@ -9,6 +9,7 @@ same either way).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 from client._connection import Connection, parse_service_url
@@ -140,6 +141,13 @@ class Consumer:
         """Delete the subscription; refused while other consumers are connected."""
         await self._engine.unsubscribe(30.0)
 
+    async def seek(self, target: MessageId | int) -> None:
+        """Next message: ``target`` (a MessageId) or the first published at or after it (ms)."""
+        await self._engine.seek(target, 30.0)
+
+    async def get_last_message_id(self) -> MessageId:
+        return await self._engine.get_last_message_id(30.0)
+
     async def close(self) -> None:
         await self._engine.close()
 
@@ -154,6 +162,54 @@ class Consumer:
 
     def is_connected(self) -> bool:
         return not self._engine.closed and self._engine.failure is None
+
+
+class Reader:
+    """A non-durable exclusive subscription read from a chosen position."""
+
+    def __init__(self, engine: ConsumerEngine, timeout_s: float) -> None:
+        self._engine = engine
+        self._timeout_s = timeout_s
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        msg = await self._engine.receive_async(timeout_millis)
+        # The cursor of a reader lives only in the broker's memory; acknowledging
+        # keeps the unacked-message limits from stalling a long read.
+        self._engine.acknowledge_cumulative(msg)
+        return msg
+
+    async def has_message_available(self) -> bool:
+        return await has_message_available(self._engine, self._timeout_s)
+
+    async def seek(self, target: MessageId | int) -> None:
+        await self._engine.seek(target, self._timeout_s)
+
+    def topic(self) -> str:
+        return self._engine.topic
+
+    async def close(self) -> None:
+        await self._engine.close()
+
+
+async def has_message_available(engine: ConsumerEngine, timeout_s: float) -> bool:
+    """Messages queued here, or stored past the last one read (entry granularity:
+    every message of an entry arrives together)."""
+    if engine.queued():
+        return True
+    last = await engine.get_last_message_id(timeout_s)
+    if last.entry_id() < 0:
+        return False
+    read = engine.last_dequeued
+    if read is not None:
+        return last.position > read.position
+    start = engine.opts.start_message_id
+    if start is None or start.ledger_id() < 0:
+        return True  # earliest: the topic holds an entry
+    if start == MessageId.latest:
+        return engine.opts.start_message_id_inclusive
+    if engine.opts.start_message_id_inclusive or start.batch_index() >= 0:
+        return last.position >= start.position
+    return last.position > start.position
 
 
 class Client:
@@ -208,6 +264,40 @@ class Client:
         await asyncio.wait_for(engine.start(), self._operation_timeout_s)
         self._consumers.append(engine)
         return Consumer(engine)
+
+    async def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        start_message_id_inclusive: bool = False,
+        **options: Any,
+    ) -> Reader:
+        if options:
+            raise InvalidConfiguration(
+                f"create_reader got unknown options {sorted(options)}; known: topic, "
+                "start_message_id, receiver_queue_size, reader_name, start_message_id_inclusive"
+            )
+        if not isinstance(start_message_id, MessageId):
+            raise InvalidConfiguration(
+                f"start_message_id must be a MessageId (or MessageId.earliest/latest), "
+                f"not {start_message_id!r}"
+            )
+        name = check_topic(topic)
+        opts = ConsumerOptions(
+            consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=reader_name,
+            subscription_mode=SubscriptionMode.NonDurable,
+            start_message_id=start_message_id,
+            start_message_id_inclusive=bool(start_message_id_inclusive),
+        )
+        subscription = f"reader-{uuid.uuid4().hex[:10]}"
+        engine = ConsumerEngine(self._conn(), name, subscription, opts, asyncio.get_running_loop())
+        await asyncio.wait_for(engine.start(), self._operation_timeout_s)
+        self._consumers.append(engine)
+        return Reader(engine, self._operation_timeout_s)
 
     async def close(self) -> None:
         if self._closed:

@@ -25,19 +25,19 @@ _sym_db = _symbol_database.Default()
 from protos import common_pb2 as protos_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13protos/broker.proto\x12\x08magnetar\x1a\x13protos/common.proto\"^\n\x0e\x43reateProducer\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x15\n\rproducer_name\x18\x02 \x01(\t\x12&\n\nproperties\x18\x03 \x03(\x0b\x32\x12.magnetar.KeyValue\"J\n\x0bSendEntries\x12\x14\n\x0csequence_ids\x18\x01 \x03(\x04\x12\x14\n\x0cnum_messages\x18\x02 \x03(\x05\x12\x0f\n\x07\x65ntries\x18\x03 \x03(\x0c\"\x0f\n\rCloseProducer\"\x99\x01\n\x0fProducerRequest\x12*\n\x06\x63reate\x18\x01 \x01(\x0b\x32\x18.magnetar.CreateProducerH\x00\x12%\n\x04send\x18\x02 \x01(\x0b\x32\x15.magnetar.SendEntriesH\x00\x12(\n\x05\x63lose\x18\x03 \x01(\x0b\x32\x17.magnetar.CloseProducerH\x00\x42\t\n\x07request\"k\n\x0fProducerCreated\x12\x15\n\rproducer_name\x18\x01 \x01(\t\x12\x18\n\x10last_sequence_id\x18\x02 \x01(\x03\x12\x18\n\x10max_message_size\x18\x03 \x01(\x03\x12\r\n\x05topic\x18\x04 \x01(\t\"K\n\x0cSendReceipts\x12\x14\n\x0csequence_ids\x18\x01 \x03(\x04\x12\x12\n\nledger_ids\x18\x02 \x03(\x03\x12\x11\n\tentry_ids\x18\x03 \x03(\x03\"@\n\tSendError\x12\x13\n\x0bsequence_id\x18\x01 \x01(\x04\x12\x1e\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x0f.magnetar.Error\"\xc5\x01\n\x10ProducerResponse\x12,\n\x07\x63reated\x18\x01 \x01(\x0b\x32\x19.magnetar.ProducerCreatedH\x00\x12*\n\x08receipts\x18\x02 \x01(\x0b\x32\x16.magnetar.SendReceiptsH\x00\x12)\n\nsend_error\x18\x03 \x01(\x0b\x32\x13.magnetar.SendErrorH\x00\x12 \n\x05\x65rror\x18\x04 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x42\n\n\x08response\"\xce\x01\n\tSubscribe\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x14\n\x0csubscription\x18\x02 \x01(\t\x12#\n\x08sub_type\x18\x03 \x01(\x0e\x32\x11.magnetar.SubType\x12\x37\n\x10initial_position\x18\x04 \x01(\x0e\x32\x1d.magnetar.InitialPositionType\x12\x15\n\rconsumer_name\x18\x05 \x01(\t\x12\x0f\n\x07\x64urable\x18\x06 \x01(\x08\x12\x16\n\x0epriority_level\x18\x07 \x01(\x05\"\x17\n\x04\x46low\x12\x0f\n\x07permits\x18\x01 \x01(\r\"Q\n\x03\x41\x63k\x12#\n\x08\x61\x63k_type\x18\x01 \x01(\x0e\x32\x11.magnetar.AckType\x12\x12\n\nledger_ids\x18\x02 \x03(\x03\x12\x11\n\tentry_ids\x18\x03 \x03(\x03\"\x0f\n\rCloseConsumer\"\x94\x02\n\x0f\x43onsumerRequest\x12(\n\tsubscribe\x18\x01 \x01(\x0b\x32\x13.magnetar.SubscribeH\x00\x12\x1e\n\x04\x66low\x18\x02 \x01(\x0b\x32\x0e.magnetar.FlowH\x00\x12\x1c\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\r.magnetar.AckH\x00\x12(\n\x05\x63lose\x18\x04 \x01(\x0b\x32\x17.magnetar.CloseConsumerH\x00\x12\x36\n\tredeliver\x18\x05 \x01(\x0b\x32!.magnetar.RedeliverUnacknowledgedH\x00\x12,\n\x0bunsubscribe\x18\x06 \x01(\x0b\x32\x15.magnetar.UnsubscribeH\x00\x42\t\n\x07request\"\x19\n\x17RedeliverUnacknowledged\"\r\n\x0bUnsubscribe\"2\n\nSubscribed\x12\x15\n\rconsumer_name\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\"_\n\nDeliveries\x12\x12\n\nledger_ids\x18\x01 \x03(\x03\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x19\n\x11redelivery_counts\x18\x03 \x03(\r\x12\x0f\n\x07\x65ntries\x18\x04 \x03(\x0c\"\x98\x02\n\x10\x43onsumerResponse\x12*\n\nsubscribed\x18\x01 \x01(\x0b\x32\x14.magnetar.SubscribedH\x00\x12*\n\ndeliveries\x18\x02 \x01(\x0b\x32\x14.magnetar.DeliveriesH\x00\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x12$\n\tack_error\x18\x04 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x12.\n\x0cunsubscribed\x18\x05 \x01(\x0b\x32\x16.magnetar.UnsubscribedH\x00\x12(\n\rrequest_error\x18\x06 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x42\n\n\x08response\"\x0e\n\x0cUnsubscribed*B\n\x07SubType\x12\r\n\tEXCLUSIVE\x10\x00\x12\n\n\x06SHARED\x10\x01\x12\x0c\n\x08\x46\x41ILOVER\x10\x02\x12\x0e\n\nKEY_SHARED\x10\x03*/\n\x13InitialPositionType\x12\n\n\x06LATEST\x10\x00\x12\x0c\n\x08\x45\x41RLIEST\x10\x01*)\n\x07\x41\x63kType\x12\x0e\n\nINDIVIDUAL\x10\x00\x12\x0e\n\nCUMULATIVE\x10\x01\x32\x94\x01\n\x06\x42roker\x12\x44\n\x07Produce\x12\x19.magnetar.ProducerRequest\x1a\x1a.magnetar.ProducerResponse(\x01\x30\x01\x12\x44\n\x07\x43onsume\x12\x19.magnetar.ConsumerRequest\x1a\x1a.magnetar.ConsumerResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13protos/broker.proto\x12\x08magnetar\x1a\x13protos/common.proto\"^\n\x0e\x43reateProducer\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x15\n\rproducer_name\x18\x02 \x01(\t\x12&\n\nproperties\x18\x03 \x03(\x0b\x32\x12.magnetar.KeyValue\"J\n\x0bSendEntries\x12\x14\n\x0csequence_ids\x18\x01 \x03(\x04\x12\x14\n\x0cnum_messages\x18\x02 \x03(\x05\x12\x0f\n\x07\x65ntries\x18\x03 \x03(\x0c\"\x0f\n\rCloseProducer\"\x99\x01\n\x0fProducerRequest\x12*\n\x06\x63reate\x18\x01 \x01(\x0b\x32\x18.magnetar.CreateProducerH\x00\x12%\n\x04send\x18\x02 \x01(\x0b\x32\x15.magnetar.SendEntriesH\x00\x12(\n\x05\x63lose\x18\x03 \x01(\x0b\x32\x17.magnetar.CloseProducerH\x00\x42\t\n\x07request\"k\n\x0fProducerCreated\x12\x15\n\rproducer_name\x18\x01 \x01(\t\x12\x18\n\x10last_sequence_id\x18\x02 \x01(\x03\x12\x18\n\x10max_message_size\x18\x03 \x01(\x03\x12\r\n\x05topic\x18\x04 \x01(\t\"K\n\x0cSendReceipts\x12\x14\n\x0csequence_ids\x18\x01 \x03(\x04\x12\x12\n\nledger_ids\x18\x02 \x03(\x03\x12\x11\n\tentry_ids\x18\x03 \x03(\x03\"@\n\tSendError\x12\x13\n\x0bsequence_id\x18\x01 \x01(\x04\x12\x1e\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x0f.magnetar.Error\"\xc5\x01\n\x10ProducerResponse\x12,\n\x07\x63reated\x18\x01 \x01(\x0b\x32\x19.magnetar.ProducerCreatedH\x00\x12*\n\x08receipts\x18\x02 \x01(\x0b\x32\x16.magnetar.SendReceiptsH\x00\x12)\n\nsend_error\x18\x03 \x01(\x0b\x32\x13.magnetar.SendErrorH\x00\x12 \n\x05\x65rror\x18\x04 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x42\n\n\x08response\"\xa5\x02\n\tSubscribe\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x14\n\x0csubscription\x18\x02 \x01(\t\x12#\n\x08sub_type\x18\x03 \x01(\x0e\x32\x11.magnetar.SubType\x12\x37\n\x10initial_position\x18\x04 \x01(\x0e\x32\x1d.magnetar.InitialPositionType\x12\x15\n\rconsumer_name\x18\x05 \x01(\t\x12\x0f\n\x07\x64urable\x18\x06 \x01(\x08\x12\x16\n\x0epriority_level\x18\x07 \x01(\x05\x12\x31\n\x10start_message_id\x18\x08 \x01(\x0b\x32\x17.magnetar.MessageIdData\x12\"\n\x1astart_message_id_inclusive\x18\t \x01(\x08\"\x17\n\x04\x46low\x12\x0f\n\x07permits\x18\x01 \x01(\r\"Q\n\x03\x41\x63k\x12#\n\x08\x61\x63k_type\x18\x01 \x01(\x0e\x32\x11.magnetar.AckType\x12\x12\n\nledger_ids\x18\x02 \x03(\x03\x12\x11\n\tentry_ids\x18\x03 \x03(\x03\"\x0f\n\rCloseConsumer\"\xef\x02\n\x0f\x43onsumerRequest\x12(\n\tsubscribe\x18\x01 \x01(\x0b\x32\x13.magnetar.SubscribeH\x00\x12\x1e\n\x04\x66low\x18\x02 \x01(\x0b\x32\x0e.magnetar.FlowH\x00\x12\x1c\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\r.magnetar.AckH\x00\x12(\n\x05\x63lose\x18\x04 \x01(\x0b\x32\x17.magnetar.CloseConsumerH\x00\x12\x36\n\tredeliver\x18\x05 \x01(\x0b\x32!.magnetar.RedeliverUnacknowledgedH\x00\x12,\n\x0bunsubscribe\x18\x06 \x01(\x0b\x32\x15.magnetar.UnsubscribeH\x00\x12\x1e\n\x04seek\x18\x07 \x01(\x0b\x32\x0e.magnetar.SeekH\x00\x12\x39\n\x13get_last_message_id\x18\x08 \x01(\x0b\x32\x1a.magnetar.GetLastMessageIdH\x00\x42\t\n\x07request\"Z\n\x04Seek\x12-\n\nmessage_id\x18\x01 \x01(\x0b\x32\x17.magnetar.MessageIdDataH\x00\x12\x19\n\x0fpublish_time_ms\x18\x02 \x01(\x03H\x00\x42\x08\n\x06target\"\x12\n\x10GetLastMessageId\"\x19\n\x17RedeliverUnacknowledged\"\r\n\x0bUnsubscribe\"2\n\nSubscribed\x12\x15\n\rconsumer_name\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\"_\n\nDeliveries\x12\x12\n\nledger_ids\x18\x01 \x03(\x03\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x19\n\x11redelivery_counts\x18\x03 \x03(\r\x12\x0f\n\x07\x65ntries\x18\x04 \x03(\x0c\"\xf5\x02\n\x10\x43onsumerResponse\x12*\n\nsubscribed\x18\x01 \x01(\x0b\x32\x14.magnetar.SubscribedH\x00\x12*\n\ndeliveries\x18\x02 \x01(\x0b\x32\x14.magnetar.DeliveriesH\x00\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x12$\n\tack_error\x18\x04 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x12.\n\x0cunsubscribed\x18\x05 \x01(\x0b\x32\x16.magnetar.UnsubscribedH\x00\x12(\n\rrequest_error\x18\x06 \x01(\x0b\x32\x0f.magnetar.ErrorH\x00\x12\'\n\tseek_done\x18\x07 \x01(\x0b\x32\x12.magnetar.SeekDoneH\x00\x12\x32\n\x0flast_message_id\x18\x08 \x01(\x0b\x32\x17.magnetar.LastMessageIdH\x00\x42\n\n\x08response\"\n\n\x08SeekDone\"<\n\rLastMessageId\x12+\n\nmessage_id\x18\x01 \x01(\x0b\x32\x17.magnetar.MessageIdData\"\x0e\n\x0cUnsubscribed*B\n\x07SubType\x12\r\n\tEXCLUSIVE\x10\x00\x12\n\n\x06SHARED\x10\x01\x12\x0c\n\x08\x46\x41ILOVER\x10\x02\x12\x0e\n\nKEY_SHARED\x10\x03*/\n\x13InitialPositionType\x12\n\n\x06LATEST\x10\x00\x12\x0c\n\x08\x45\x41RLIEST\x10\x01*)\n\x07\x41\x63kType\x12\x0e\n\nINDIVIDUAL\x10\x00\x12\x0e\n\nCUMULATIVE\x10\x01\x32\x94\x01\n\x06\x42roker\x12\x44\n\x07Produce\x12\x19.magnetar.ProducerRequest\x1a\x1a.magnetar.ProducerResponse(\x01\x30\x01\x12\x44\n\x07\x43onsume\x12\x19.magnetar.ConsumerRequest\x1a\x1a.magnetar.ConsumerResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.broker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SUBTYPE']._serialized_start=1954
-  _globals['_SUBTYPE']._serialized_end=2020
-  _globals['_INITIALPOSITIONTYPE']._serialized_start=2022
-  _globals['_INITIALPOSITIONTYPE']._serialized_end=2069
-  _globals['_ACKTYPE']._serialized_start=2071
-  _globals['_ACKTYPE']._serialized_end=2112
+  _globals['_SUBTYPE']._serialized_start=2411
+  _globals['_SUBTYPE']._serialized_end=2477
+  _globals['_INITIALPOSITIONTYPE']._serialized_start=2479
+  _globals['_INITIALPOSITIONTYPE']._serialized_end=2526
+  _globals['_ACKTYPE']._serialized_start=2528
+  _globals['_ACKTYPE']._serialized_end=2569
   _globals['_CREATEPRODUCER']._serialized_start=54
   _globals['_CREATEPRODUCER']._serialized_end=148
   _globals['_SENDENTRIES']._serialized_start=150
@@ -55,27 +55,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PRODUCERRESPONSE']._serialized_start=652
   _globals['_PRODUCERRESPONSE']._serialized_end=849
   _globals['_SUBSCRIBE']._serialized_start=852
-  _globals['_SUBSCRIBE']._serialized_end=1058
-  _globals['_FLOW']._serialized_start=1060
-  _globals['_FLOW']._serialized_end=1083
-  _globals['_ACK']._serialized_start=1085
-  _globals['_ACK']._serialized_end=1166
-  _globals['_CLOSECONSUMER']._serialized_start=1168
-  _globals['_CLOSECONSUMER']._serialized_end=1183
-  _globals['_CONSUMERREQUEST']._serialized_start=1186
-  _globals['_CONSUMERREQUEST']._serialized_end=1462
-  _globals['_REDELIVERUNACKNOWLEDGED']._serialized_start=1464
-  _globals['_REDELIVERUNACKNOWLEDGED']._serialized_end=1489
-  _globals['_UNSUBSCRIBE']._serialized_start=1491
-  _globals['_UNSUBSCRIBE']._serialized_end=1504
-  _globals['_SUBSCRIBED']._serialized_start=1506
-  _globals['_SUBSCRIBED']._serialized_end=1556
-  _globals['_DELIVERIES']._serialized_start=1558
-  _globals['_DELIVERIES']._serialized_end=1653
-  _globals['_CONSUMERRESPONSE']._serialized_start=1656
-  _globals['_CONSUMERRESPONSE']._serialized_end=1936
-  _globals['_UNSUBSCRIBED']._serialized_start=1938
-  _globals['_UNSUBSCRIBED']._serialized_end=1952
-  _globals['_BROKER']._serialized_start=2115
-  _globals['_BROKER']._serialized_end=2263
+  _globals['_SUBSCRIBE']._serialized_end=1145
+  _globals['_FLOW']._serialized_start=1147
+  _globals['_FLOW']._serialized_end=1170
+  _globals['_ACK']._serialized_start=1172
+  _globals['_ACK']._serialized_end=1253
+  _globals['_CLOSECONSUMER']._serialized_start=1255
+  _globals['_CLOSECONSUMER']._serialized_end=1270
+  _globals['_CONSUMERREQUEST']._serialized_start=1273
+  _globals['_CONSUMERREQUEST']._serialized_end=1640
+  _globals['_SEEK']._serialized_start=1642
+  _globals['_SEEK']._serialized_end=1732
+  _globals['_GETLASTMESSAGEID']._serialized_start=1734
+  _globals['_GETLASTMESSAGEID']._serialized_end=1752
+  _globals['_REDELIVERUNACKNOWLEDGED']._serialized_start=1754
+  _globals['_REDELIVERUNACKNOWLEDGED']._serialized_end=1779
+  _globals['_UNSUBSCRIBE']._serialized_start=1781
+  _globals['_UNSUBSCRIBE']._serialized_end=1794
+  _globals['_SUBSCRIBED']._serialized_start=1796
+  _globals['_SUBSCRIBED']._serialized_end=1846
+  _globals['_DELIVERIES']._serialized_start=1848
+  _globals['_DELIVERIES']._serialized_end=1943
+  _globals['_CONSUMERRESPONSE']._serialized_start=1946
+  _globals['_CONSUMERRESPONSE']._serialized_end=2319
+  _globals['_SEEKDONE']._serialized_start=2321
+  _globals['_SEEKDONE']._serialized_end=2331
+  _globals['_LASTMESSAGEID']._serialized_start=2333
+  _globals['_LASTMESSAGEID']._serialized_end=2393
+  _globals['_UNSUBSCRIBED']._serialized_start=2395
+  _globals['_UNSUBSCRIBED']._serialized_end=2409
+  _globals['_BROKER']._serialized_start=2572
+  _globals['_BROKER']._serialized_end=2720
 # @@protoc_insertion_point(module_scope)

@@ -110,7 +110,7 @@ class ProducerResponse(_message.Message):
     def __init__(self, created: _Optional[_Union[ProducerCreated, _Mapping]] = ..., receipts: _Optional[_Union[SendReceipts, _Mapping]] = ..., send_error: _Optional[_Union[SendError, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class Subscribe(_message.Message):
-    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level")
+    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SUB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +118,8 @@ class Subscribe(_message.Message):
     CONSUMER_NAME_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    START_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_MESSAGE_ID_INCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscription: str
     sub_type: SubType
@@ -125,7 +127,9 @@ class Subscribe(_message.Message):
     consumer_name: str
     durable: bool
     priority_level: int
-    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ...) -> None: ...
+    start_message_id: _common_pb2.MessageIdData
+    start_message_id_inclusive: bool
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ...) -> None: ...
 
 class Flow(_message.Message):
     __slots__ = ("permits",)
@@ -148,20 +152,36 @@ class CloseConsumer(_message.Message):
     def __init__(self) -> None: ...
 
 class ConsumerRequest(_message.Message):
-    __slots__ = ("subscribe", "flow", "ack", "close", "redeliver", "unsubscribe")
+    __slots__ = ("subscribe", "flow", "ack", "close", "redeliver", "unsubscribe", "seek", "get_last_message_id")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     REDELIVER_FIELD_NUMBER: _ClassVar[int]
     UNSUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    SEEK_FIELD_NUMBER: _ClassVar[int]
+    GET_LAST_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     subscribe: Subscribe
     flow: Flow
     ack: Ack
     close: CloseConsumer
     redeliver: RedeliverUnacknowledged
     unsubscribe: Unsubscribe
-    def __init__(self, subscribe: _Optional[_Union[Subscribe, _Mapping]] = ..., flow: _Optional[_Union[Flow, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., close: _Optional[_Union[CloseConsumer, _Mapping]] = ..., redeliver: _Optional[_Union[RedeliverUnacknowledged, _Mapping]] = ..., unsubscribe: _Optional[_Union[Unsubscribe, _Mapping]] = ...) -> None: ...
+    seek: Seek
+    get_last_message_id: GetLastMessageId
+    def __init__(self, subscribe: _Optional[_Union[Subscribe, _Mapping]] = ..., flow: _Optional[_Union[Flow, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., close: _Optional[_Union[CloseConsumer, _Mapping]] = ..., redeliver: _Optional[_Union[RedeliverUnacknowledged, _Mapping]] = ..., unsubscribe: _Optional[_Union[Unsubscribe, _Mapping]] = ..., seek: _Optional[_Union[Seek, _Mapping]] = ..., get_last_message_id: _Optional[_Union[GetLastMessageId, _Mapping]] = ...) -> None: ...
+
+class Seek(_message.Message):
+    __slots__ = ("message_id", "publish_time_ms")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    message_id: _common_pb2.MessageIdData
+    publish_time_ms: int
+    def __init__(self, message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., publish_time_ms: _Optional[int] = ...) -> None: ...
+
+class GetLastMessageId(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class RedeliverUnacknowledged(_message.Message):
     __slots__ = ()
@@ -192,20 +212,34 @@ class Deliveries(_message.Message):
     def __init__(self, ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., redelivery_counts: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ConsumerResponse(_message.Message):
-    __slots__ = ("subscribed", "deliveries", "error", "ack_error", "unsubscribed", "request_error")
+    __slots__ = ("subscribed", "deliveries", "error", "ack_error", "unsubscribed", "request_error", "seek_done", "last_message_id")
     SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ACK_ERROR_FIELD_NUMBER: _ClassVar[int]
     UNSUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    SEEK_DONE_FIELD_NUMBER: _ClassVar[int]
+    LAST_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     subscribed: Subscribed
     deliveries: Deliveries
     error: _common_pb2.Error
     ack_error: _common_pb2.Error
     unsubscribed: Unsubscribed
     request_error: _common_pb2.Error
-    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., deliveries: _Optional[_Union[Deliveries, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., ack_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., unsubscribed: _Optional[_Union[Unsubscribed, _Mapping]] = ..., request_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+    seek_done: SeekDone
+    last_message_id: LastMessageId
+    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., deliveries: _Optional[_Union[Deliveries, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., ack_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., unsubscribed: _Optional[_Union[Unsubscribed, _Mapping]] = ..., request_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., seek_done: _Optional[_Union[SeekDone, _Mapping]] = ..., last_message_id: _Optional[_Union[LastMessageId, _Mapping]] = ...) -> None: ...
+
+class SeekDone(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LastMessageId(_message.Message):
+    __slots__ = ("message_id",)
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: _common_pb2.MessageIdData
+    def __init__(self, message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ...) -> None: ...
 
 class Unsubscribed(_message.Message):
     __slots__ = ()
