@@ -43,6 +43,9 @@ _Send = tuple[int, "asyncio.Future | common_pb2.Error", int, int]
 _consumer_names = itertools.count(1)
 
 
+_FENCED = ("fenced",)
+
+
 class _SendQueue:
     """Sends of one producer awaiting their answer, in order; bounded."""
 
@@ -66,12 +69,18 @@ class _SendQueue:
         self._changed.set()
         return item
 
+    def fence(self) -> None:
+        """Make the producer's stream end with ProducerFenced next (ahead of
+        sends still waiting for storage: their outcome no longer matters)."""
+        self._items.appendleft(_FENCED)  # type: ignore[arg-type]
+        self._changed.set()
+
     def get_ready(self) -> _Send | None:
         """The next send if its answer is already known, else None."""
         if not self._items:
             return None
         head = self._items[0]
-        if head is None:
+        if head is None or head is _FENCED:
             return None
         fut = head[1]
         if isinstance(fut, asyncio.Future) and not fut.done():
@@ -222,7 +231,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         try:
             name = TopicName.parse(first.create.topic)
             topic = await self.get_topic(name)
-            producer = topic.add_producer(first.create.producer_name, self.broker_name)
+            producer = await topic.add_producer(
+                first.create.producer_name, self.broker_name, first.create.access_mode
+            )
         except Exception as exc:
             yield broker_pb2.ProducerResponse(error=_error_of(exc))
             return
@@ -235,11 +246,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
         )
         pending = _SendQueue(self.settings.max_pending_publish_entries_per_producer)
+        producer.on_fenced = pending.fence
         reader = asyncio.create_task(self._read_sends(iterator, topic, producer, pending))
         try:
             while True:
                 item = await pending.get()
                 if item is None:
+                    break
+                if item is _FENCED:
+                    yield broker_pb2.ProducerResponse(
+                        error=error(
+                            common_pb2.PRODUCER_FENCED,
+                            f"producer {producer.name} on {topic.name} was fenced by a newer "
+                            "ExclusiveWithFencing producer",
+                        )
+                    )
                     break
                 async for resp in self._answers(item, pending, topic):
                     yield resp

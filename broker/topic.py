@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
@@ -41,8 +42,11 @@ _consumer_ids = itertools.count(1)
 class Producer:
     topic: Topic
     name: str
+    access_mode: int = broker_pb2.ACCESS_SHARED
     id: int = field(default_factory=lambda: next(_producer_ids))
     last_sequence_id: int = -1
+    # Called when a newer ExclusiveWithFencing producer takes the topic.
+    on_fenced: Callable[[], None] | None = None
 
 
 @dataclass(eq=False)
@@ -208,6 +212,7 @@ class Topic:
         self.ledger = ledger
         self.settings = settings
         self.producers: dict[str, Producer] = {}
+        self._producers_changed = asyncio.Event()
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self.ledger.add_listener(self._on_new_entries)
@@ -230,7 +235,44 @@ class Topic:
 
     # ---------------------------------------------------------------- producers
 
-    def add_producer(self, requested_name: str, broker_name: str) -> Producer:
+    def _exclusive_holder(self) -> Producer | None:
+        for p in self.producers.values():
+            if p.access_mode != broker_pb2.ACCESS_SHARED:
+                return p
+        return None
+
+    async def add_producer(
+        self, requested_name: str, broker_name: str, access_mode: int = broker_pb2.ACCESS_SHARED
+    ) -> Producer:
+        """Register a producer under the topic's access rules (seed: Access mode).
+
+        Shared: refused while an exclusive producer holds the topic. Exclusive:
+        refused while any producer is connected. WaitForExclusive: waits until
+        no producer is connected (the caller's stream may be cancelled
+        meanwhile). ExclusiveWithFencing: every other producer is fenced.
+        """
+        if access_mode == broker_pb2.ACCESS_WAIT_FOR_EXCLUSIVE:
+            while self.producers:
+                self._producers_changed.clear()
+                await self._producers_changed.wait()
+        elif access_mode == broker_pb2.ACCESS_EXCLUSIVE_WITH_FENCING:
+            for old in list(self.producers.values()):
+                log.info("%s: producer %s fenced by a new exclusive producer", self.name, old.name)
+                del self.producers[old.name]
+                if old.on_fenced is not None:
+                    old.on_fenced()
+        elif access_mode == broker_pb2.ACCESS_EXCLUSIVE and self.producers:
+            raise _err(
+                common_pb2.PRODUCER_BUSY,
+                f"{self.name} already has {len(self.producers)} producer(s); an Exclusive "
+                "producer must be the only one",
+            )
+        holder = self._exclusive_holder()
+        if holder is not None:
+            raise _err(
+                common_pb2.PRODUCER_BUSY,
+                f"{self.name} has an exclusive producer ({holder.name}); no other may connect",
+            )
         if len(self.producers) >= self.settings.max_producers_per_topic:
             raise _err(
                 common_pb2.TOO_MANY_REQUESTS,
@@ -248,13 +290,14 @@ class Topic:
             name = f"{broker_name}-{next(_producer_ids)}"
             while name in self.producers:
                 name = f"{broker_name}-{next(_producer_ids)}"
-        producer = Producer(self, name)
+        producer = Producer(self, name, access_mode)
         self.producers[name] = producer
         return producer
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
+            self._producers_changed.set()
 
     # ---------------------------------------------------------------- consumers
 

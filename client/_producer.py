@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import grpc
 
 from client._connection import Connection, call_in_loop
+from client.enums import ProducerAccessMode
 from client.exceptions import (
     AlreadyClosed,
     InvalidConfiguration,
@@ -50,6 +51,7 @@ class ProducerOptions:
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 131072
     batching_max_publish_delay_ms: int = 10
+    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
 
     def validate(self) -> None:
         if self.max_pending_messages < 1:
@@ -59,6 +61,10 @@ class ProducerOptions:
         if self.batching_max_messages < 1:
             raise InvalidConfiguration(
                 f"batching_max_messages is {self.batching_max_messages}; it must be >= 1"
+            )
+        if not isinstance(self.access_mode, ProducerAccessMode):
+            raise InvalidConfiguration(
+                f"access_mode {self.access_mode!r} is not a ProducerAccessMode"
             )
         if self.send_timeout_millis < 0:
             raise InvalidConfiguration(
@@ -121,7 +127,9 @@ class ProducerEngine:
         await self._call.write(
             broker_pb2.ProducerRequest(
                 create=broker_pb2.CreateProducer(
-                    topic=self.topic, producer_name=self.opts.producer_name or ""
+                    topic=self.topic,
+                    producer_name=self.opts.producer_name or "",
+                    access_mode=int(self.opts.access_mode),  # type: ignore[arg-type]
                 )
             )
         )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from client import aio
-from client.enums import Result
+from client.enums import ProducerAccessMode, Result
 from client.exceptions import AlreadyClosed, MagnetarError, Timeout
 from client.message import Message
 from protos.message_id import MessageId
@@ -223,7 +223,11 @@ class Client:
 
     def create_producer(self, topic: str, **options: Any) -> Producer:
         self._check()
-        inner = self._runner.run(self._inner.create_producer(topic, **options), self._timeout_s + 1)
+        # WaitForExclusive stays pending until this producer is the only one.
+        waits = options.get("access_mode") == ProducerAccessMode.WaitForExclusive
+        inner = self._runner.run(
+            self._inner.create_producer(topic, **options), None if waits else self._timeout_s + 1
+        )
         return Producer(inner, self._runner, self._timeout_s)
 
     def subscribe(self, topic: str, subscription_name: str, **options: Any) -> Consumer:

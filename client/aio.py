@@ -15,7 +15,7 @@ from typing import Any
 from client._connection import Connection, parse_service_url
 from client._consumer import ConsumerEngine, ConsumerOptions
 from client._producer import ProducerEngine, ProducerOptions
-from client.enums import ConsumerType, InitialPosition, SubscriptionMode
+from client.enums import ConsumerType, InitialPosition, ProducerAccessMode, SubscriptionMode
 from client.exceptions import AlreadyClosed, InvalidConfiguration, InvalidTopicName
 from client.message import Message
 from protos.errors import InvalidTopicNameError
@@ -50,6 +50,7 @@ PRODUCER_OPTIONS = {
     "batching_max_messages",
     "batching_max_allowed_size_in_bytes",
     "batching_max_publish_delay_ms",
+    "access_mode",
 }
 CONSUMER_OPTIONS = {
     "consumer_type",
@@ -241,10 +242,12 @@ class Client:
     async def create_producer(self, topic: str, **options: Any) -> Producer:
         check_options("create_producer", options, PRODUCER_OPTIONS)
         name = check_topic(topic)
-        engine = ProducerEngine(
-            self._conn(), name, ProducerOptions(**options), asyncio.get_running_loop()
-        )
-        await asyncio.wait_for(engine.start(), self._operation_timeout_s)
+        opts = ProducerOptions(**options)
+        engine = ProducerEngine(self._conn(), name, opts, asyncio.get_running_loop())
+        if opts.access_mode == ProducerAccessMode.WaitForExclusive:
+            await engine.start()  # pending until this producer is the only one
+        else:
+            await asyncio.wait_for(engine.start(), self._operation_timeout_s)
         self._producers.append(engine)
         return Producer(engine)
 

@@ -160,6 +160,7 @@ _WIRE: dict[int, type[MagnetarError]] = {
     common_pb2.MESSAGE_TOO_BIG: MessageTooBig,
     common_pb2.CONSUMER_BUSY: ConsumerBusy,
     common_pb2.PRODUCER_BUSY: ProducerBusy,
+    common_pb2.PRODUCER_FENCED: ProducerFenced,
     common_pb2.TOPIC_NOT_FOUND: TopicNotFound,
     common_pb2.SUBSCRIPTION_NOT_FOUND: SubscriptionNotFound,
     common_pb2.NOT_ALLOWED: NotAllowedError,

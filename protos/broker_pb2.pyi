@@ -8,6 +8,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ProducerAccessMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACCESS_SHARED: _ClassVar[ProducerAccessMode]
+    ACCESS_EXCLUSIVE: _ClassVar[ProducerAccessMode]
+    ACCESS_WAIT_FOR_EXCLUSIVE: _ClassVar[ProducerAccessMode]
+    ACCESS_EXCLUSIVE_WITH_FENCING: _ClassVar[ProducerAccessMode]
+
 class SubType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EXCLUSIVE: _ClassVar[SubType]
@@ -24,6 +31,10 @@ class AckType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     INDIVIDUAL: _ClassVar[AckType]
     CUMULATIVE: _ClassVar[AckType]
+ACCESS_SHARED: ProducerAccessMode
+ACCESS_EXCLUSIVE: ProducerAccessMode
+ACCESS_WAIT_FOR_EXCLUSIVE: ProducerAccessMode
+ACCESS_EXCLUSIVE_WITH_FENCING: ProducerAccessMode
 EXCLUSIVE: SubType
 SHARED: SubType
 FAILOVER: SubType
@@ -34,14 +45,16 @@ INDIVIDUAL: AckType
 CUMULATIVE: AckType
 
 class CreateProducer(_message.Message):
-    __slots__ = ("topic", "producer_name", "properties")
+    __slots__ = ("topic", "producer_name", "properties", "access_mode")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_MODE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     producer_name: str
     properties: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
-    def __init__(self, topic: _Optional[str] = ..., producer_name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ...) -> None: ...
+    access_mode: ProducerAccessMode
+    def __init__(self, topic: _Optional[str] = ..., producer_name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., access_mode: _Optional[_Union[ProducerAccessMode, str]] = ...) -> None: ...
 
 class SendEntries(_message.Message):
     __slots__ = ("sequence_ids", "num_messages", "entries")

@@ -25,6 +25,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PERSISTENCE_ERROR: _ClassVar[ErrorCode]
     CORRUPTED_MESSAGE: _ClassVar[ErrorCode]
     TOO_MANY_REQUESTS: _ClassVar[ErrorCode]
+    PRODUCER_FENCED: _ClassVar[ErrorCode]
     BAD_VERSION: _ClassVar[ErrorCode]
     KEY_NOT_FOUND: _ClassVar[ErrorCode]
     SESSION_EXPIRED: _ClassVar[ErrorCode]
@@ -62,6 +63,7 @@ SERVICE_NOT_READY: ErrorCode
 PERSISTENCE_ERROR: ErrorCode
 CORRUPTED_MESSAGE: ErrorCode
 TOO_MANY_REQUESTS: ErrorCode
+PRODUCER_FENCED: ErrorCode
 BAD_VERSION: ErrorCode
 KEY_NOT_FOUND: ErrorCode
 SESSION_EXPIRED: ErrorCode
