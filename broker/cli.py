@@ -162,5 +162,41 @@ def standalone(  # type: ignore[no-untyped-def]
     sys.exit(run(sup))
 
 
+@main.group()
+@click.option(
+    "--service-url",
+    envvar="MAGNETAR_SERVICE_URL",
+    default="magnetar://localhost:6650",
+    show_default=True,
+    help="Broker to ask (also MAGNETAR_SERVICE_URL).",
+)
+@click.pass_context
+def admin(ctx: click.Context, service_url: str) -> None:
+    """Administration, mirroring pulsar-admin; prints JSON."""
+    ctx.obj = service_url
+
+
+@admin.group()
+def topics() -> None:
+    """Topics."""
+
+
+@topics.command("stats")
+@click.argument("topic")
+@click.pass_obj
+def topics_stats(service_url: str, topic: str) -> None:
+    """Statistics of TOPIC (Pulsar's field names)."""
+    import json
+
+    from client.admin import Admin
+    from client.exceptions import MagnetarError
+
+    try:
+        with Admin(service_url) as a:
+            click.echo(json.dumps(a.topics.stats(topic), indent=2, sort_keys=True))
+    except MagnetarError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+
+
 if __name__ == "__main__":
     main()

@@ -114,17 +114,23 @@ class Dispatcher:
 
     def _send(self, consumer: Consumer, batch: list[tuple[Position, bytes, int]]) -> None:
         msg = broker_pb2.Deliveries()
-        sent = 0
+        sent = size = 0
         counts = self.sub.redelivery_counts
         for pos, data, n in batch:
+            redelivery = counts.get(pos, 0)
             msg.ledger_ids.append(pos[0])
             msg.entry_ids.append(pos[1])
-            msg.redelivery_counts.append(counts.get(pos, 0))
+            msg.redelivery_counts.append(redelivery)
             msg.entries.append(data)
             consumer.pending[pos] = n
             consumer.unacked += n
+            if redelivery:
+                consumer.redelivered += n
             sent += n
+            size += len(data)
         consumer.permits -= sent
+        consumer.meter.add(sent, size)
+        self.sub.topic.meter_out.add(sent, size)
         consumer.deliver(broker_pb2.ConsumerResponse(deliveries=msg))
 
     def requeue_pending(self, consumer: Consumer) -> list[Position]:

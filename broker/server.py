@@ -9,7 +9,7 @@ import logging
 import grpc
 
 from bookie.ledger_client import LedgerClient, LedgerClientSettings
-from broker.service import BrokerService
+from broker.service import BrokerAdminService, BrokerService
 from broker.settings import BrokerSettings
 from metastore.client import MetastoreClient
 from protos import broker_pb2_grpc, serving
@@ -36,6 +36,7 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}"
     )
     broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+    broker_pb2_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(service), server)
     metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)

@@ -262,13 +262,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
                     )
                     break
-                async for resp in self._answers(item, pending, topic):
+                async for resp in self._answers(item, pending, topic, producer):
                     yield resp
         finally:
             reader.cancel()
             topic.remove_producer(producer)
 
-    async def _answers(self, first: _Send, pending: _SendQueue, topic: Topic):  # type: ignore[no-untyped-def]
+    async def _answers(self, first: _Send, pending: _SendQueue, topic: Topic, producer):  # type: ignore[no-untyped-def]
         """Await ``first`` and every already-finished send after it; yield the replies."""
         receipts = broker_pb2.SendReceipts()
         item: _Send | None = first
@@ -288,6 +288,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     receipts.entry_ids.append(entry_id)
                     MSGS_IN.labels(topic.name.full_name).inc(count)
                     BYTES_IN.labels(topic.name.full_name).inc(size)
+                    topic.meter_in.add(count, size)
+                    producer.meter.add(count, size)
             if failure is not None:
                 if receipts.sequence_ids:
                     yield broker_pb2.ProducerResponse(receipts=receipts)
@@ -498,3 +500,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         finally:
             consumer.closed = True
             consumer.outbox.put_nowait(None)
+
+
+class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
+    def __init__(self, broker: BrokerService) -> None:
+        self.broker = broker
+
+    async def TopicStats(self, request, context):  # type: ignore[no-untyped-def]
+        import json
+
+        from broker.stats import topic_stats
+
+        try:
+            name = TopicName.parse(request.topic)
+            topic = self.broker.topics.get(name.full_name)
+            if topic is None:
+                key = f"/managed-ledgers/{name.persistence_path}"
+                if await self.broker.metastore.get(key) is None:
+                    raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
+                topic = await self.broker.get_topic(name)
+            return broker_pb2.JsonResponse(json=json.dumps(topic_stats(topic)))
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
 from broker.managed_ledger import ManagedCursor, ManagedLedger
 from broker.settings import BrokerSettings
+from broker.stats import Meter
 from protos import broker_pb2, common_pb2
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
@@ -47,6 +48,7 @@ class Producer:
     last_sequence_id: int = -1
     # Called when a newer ExclusiveWithFencing producer takes the topic.
     on_fenced: Callable[[], None] | None = None
+    meter: Meter = field(default_factory=Meter)
 
 
 @dataclass(eq=False)
@@ -62,6 +64,8 @@ class Consumer:
     pending: dict[tuple[int, int], int] = field(default_factory=dict)
     unacked: int = 0
     blocked: bool = False
+    redelivered: int = 0
+    meter: Meter = field(default_factory=Meter)
 
     def deliver(self, response: broker_pb2.ConsumerResponse) -> None:
         # Bounded by permits: the dispatcher only delivers against them.
@@ -213,6 +217,8 @@ class Topic:
         self.settings = settings
         self.producers: dict[str, Producer] = {}
         self._producers_changed = asyncio.Event()
+        self.meter_in = Meter()
+        self.meter_out = Meter()
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self.ledger.add_listener(self._on_new_entries)

@@ -257,3 +257,17 @@ class LastMessageId(_message.Message):
 class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TopicStatsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class JsonResponse(_message.Message):
+    __slots__ = ("error", "json")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    json: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., json: _Optional[str] = ...) -> None: ...

@@ -138,3 +138,81 @@ class Broker:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class BrokerAdminStub:
+    """Administration (pulsar-admin's groups); answers are JSON documents with
+    Pulsar's field names.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.TopicStats = channel.unary_unary(
+                '/magnetar.BrokerAdmin/TopicStats',
+                request_serializer=protos_dot_broker__pb2.TopicStatsRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
+
+
+class BrokerAdminServicer:
+    """Administration (pulsar-admin's groups); answers are JSON documents with
+    Pulsar's field names.
+    """
+
+    def TopicStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BrokerAdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'TopicStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.TopicStats,
+                    request_deserializer=protos_dot_broker__pb2.TopicStatsRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'magnetar.BrokerAdmin', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('magnetar.BrokerAdmin', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BrokerAdmin:
+    """Administration (pulsar-admin's groups); answers are JSON documents with
+    Pulsar's field names.
+    """
+
+    @staticmethod
+    def TopicStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/TopicStats',
+            protos_dot_broker__pb2.TopicStatsRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -1,0 +1,167 @@
+"""Topic statistics with Pulsar's field names (``admin.topics.stats``).
+
+Rates are computed over a sliding window: every counter keeps at most
+``_SAMPLES`` (time, total) samples, one per second at most, and a rate is the
+growth of the total since the oldest sample within ``RATE_WINDOW_S``
+divided by the time between them. Backlogs count entries, as Pulsar's
+``msgBacklog`` does.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import TYPE_CHECKING, Any
+
+from protos import broker_pb2
+
+if TYPE_CHECKING:
+    from broker.topic import Subscription, Topic
+
+RATE_WINDOW_S = 10.0
+_SAMPLES = 12
+
+ACCESS_MODE_NAMES: dict[int, str] = {
+    broker_pb2.ACCESS_SHARED: "Shared",
+    broker_pb2.ACCESS_EXCLUSIVE: "Exclusive",
+    broker_pb2.ACCESS_WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+    broker_pb2.ACCESS_EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
+}
+
+
+class Meter:
+    """Monotonic message and byte totals with sliding-window rates."""
+
+    __slots__ = ("_samples", "bytes", "msgs")
+
+    def __init__(self) -> None:
+        self.msgs = 0
+        self.bytes = 0
+        self._samples: collections.deque[tuple[float, int, int]] = collections.deque(
+            maxlen=_SAMPLES
+        )
+
+    def add(self, msgs: int, size: int) -> None:
+        self._sample()
+        self.msgs += msgs
+        self.bytes += size
+
+    def _sample(self) -> None:
+        now = time.monotonic()
+        if not self._samples or now - self._samples[-1][0] >= 1.0:
+            self._samples.append((now, self.msgs, self.bytes))
+
+    def rates(self) -> tuple[float, float]:
+        """(messages/s, bytes/s) over the last RATE_WINDOW_S seconds."""
+        self._sample()
+        now = time.monotonic()
+        old = next((s for s in self._samples if now - s[0] <= RATE_WINDOW_S), None)
+        if old is None or now - old[0] <= 0:
+            return 0.0, 0.0
+        span = now - old[0]
+        return (self.msgs - old[1]) / span, (self.bytes - old[2]) / span
+
+
+def entries_between(topic: Topic, after: tuple[int, int], through: tuple[int, int]) -> int:
+    """Stored entries in (after, through]."""
+    ledger = topic.ledger
+    total = 0
+    for ledger_id in ledger.ledger_ids:
+        last = ledger._last_entry_of(ledger_id)
+        if last < 0:
+            continue
+        lo = 0
+        if ledger_id < after[0]:
+            continue
+        if ledger_id == after[0]:
+            lo = after[1] + 1
+        hi = last
+        if ledger_id > through[0]:
+            break
+        if ledger_id == through[0]:
+            hi = min(hi, through[1])
+        if hi >= lo:
+            total += hi - lo + 1
+    return total
+
+
+def subscription_backlog(sub: Subscription) -> int:
+    state = sub.cursor.state
+    last = sub.topic.ledger.last_confirmed
+    if last[1] < 0:
+        return 0
+    backlog = entries_between(sub.topic, state.mark_delete_position, last)
+    for start, end in state.individually_deleted:
+        backlog -= end[1] - start[1] + 1
+    return max(0, backlog)
+
+
+def topic_stats(topic: Topic) -> dict[str, Any]:
+    from broker.topic import SUB_TYPE_NAMES
+
+    rate_in, thr_in = topic.meter_in.rates()
+    rate_out, thr_out = topic.meter_out.rates()
+    ledger = topic.ledger
+    storage = sum(md.length for md in ledger.closed_ledgers.values())
+    if ledger.writer is not None:
+        storage += ledger.writer.length
+    publishers = []
+    for p in topic.producers.values():
+        r, t = p.meter.rates()
+        publishers.append(
+            {
+                "producerName": p.name,
+                "producerId": p.id,
+                "accessMode": ACCESS_MODE_NAMES.get(p.access_mode, str(p.access_mode)),
+                "msgRateIn": r,
+                "msgThroughputIn": t,
+            }
+        )
+    subscriptions = {}
+    backlog_entries = 0
+    for name, sub in topic.subscriptions.items():
+        consumers = []
+        s_rate = s_thr = 0.0
+        for c in sub.consumers:
+            r, t = c.meter.rates()
+            s_rate += r
+            s_thr += t
+            consumers.append(
+                {
+                    "consumerName": c.name,
+                    "msgRateOut": r,
+                    "msgThroughputOut": t,
+                    "availablePermits": c.permits,
+                    "unackedMessages": c.unacked,
+                    "blockedConsumerOnUnackedMsgs": c.blocked,
+                    "redeliveryCount": c.redelivered,
+                    "priorityLevel": c.priority_level,
+                }
+            )
+        backlog = subscription_backlog(sub)
+        backlog_entries = max(backlog_entries, backlog)
+        subscriptions[name] = {
+            "type": SUB_TYPE_NAMES.get(sub.sub_type, str(sub.sub_type)),
+            "msgBacklog": backlog,
+            "unackedMessages": sub.unacked,
+            "msgRateOut": s_rate,
+            "msgThroughputOut": s_thr,
+            "isDurable": sub.cursor.durable,
+            "consumers": consumers,
+        }
+    entries = entries_between(topic, ledger.before_first(), ledger.last_confirmed)
+    average = storage / entries if entries else 0
+    return {
+        "msgRateIn": rate_in,
+        "msgRateOut": rate_out,
+        "msgThroughputIn": thr_in,
+        "msgThroughputOut": thr_out,
+        "msgInCounter": topic.meter_in.msgs,
+        "bytesInCounter": topic.meter_in.bytes,
+        "msgOutCounter": topic.meter_out.msgs,
+        "bytesOutCounter": topic.meter_out.bytes,
+        "storageSize": storage,
+        "backlogSize": int(backlog_entries * average),
+        "publishers": publishers,
+        "subscriptions": subscriptions,
+    }

@@ -1,0 +1,66 @@
+"""Administration, mirroring ``pulsar-admin``'s groups (API.md, Admin).
+
+    from client.admin import Admin
+    admin = Admin("magnetar://localhost:6650")
+    admin.topics.stats("persistent://public/default/t")   # dict, Pulsar's field names
+
+Calls are blocking gRPC calls to a broker's ``BrokerAdmin`` service; errors
+raise the SDK's Pulsar-named exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+
+from client._connection import parse_service_url
+from client.exceptions import ConnectError, from_wire
+from protos import broker_pb2, broker_pb2_grpc, serving
+
+
+class _Topics:
+    def __init__(self, admin: Admin) -> None:
+        self._admin = admin
+
+    def stats(self, topic: str) -> dict[str, Any]:
+        """msgRateIn/Out, msgThroughputIn/Out, storageSize, backlogSize,
+        publishers, subscriptions{name: {msgBacklog, unackedMessages, type,
+        consumers[...]}} and counters."""
+        return self._admin._json("TopicStats", broker_pb2.TopicStatsRequest(topic=topic))
+
+
+class Admin:
+    def __init__(
+        self, service_url: str, authentication: Any = None, timeout_seconds: float = 30
+    ) -> None:
+        if authentication is not None:
+            from client.exceptions import InvalidConfiguration
+
+            raise InvalidConfiguration("authentication is not available yet")
+        self._address = parse_service_url(service_url)[0]
+        self._timeout_s = timeout_seconds
+        self._channel = grpc.insecure_channel(self._address, options=serving.grpc_options())
+        self._stub = broker_pb2_grpc.BrokerAdminStub(self._channel)
+        self.topics = _Topics(self)
+
+    def _json(self, method: str, request: Any) -> dict[str, Any]:
+        try:
+            resp = getattr(self._stub, method)(request, timeout=self._timeout_s)
+        except grpc.RpcError as exc:
+            raise ConnectError(
+                f"broker {self._address}: {exc.code().name} {exc.details()}"
+            ) from None
+        if resp.error.code != 0:
+            raise from_wire(resp.error)
+        return json.loads(resp.json)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
