@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from bookie.ledger_client import CLOSED, LedgerClient, LedgerMetadata, LedgerWriter
 from broker.cursor import CursorState, Position
@@ -65,6 +66,19 @@ class EntryCache:
         self.size = 0
 
 
+@dataclass
+class RolloverPolicy:
+    """When a managed ledger closes its ledger and starts a new one (Pulsar's
+    managedLedgerMaxEntriesPerLedger, ...MaxSizePerLedgerMbytes,
+    ...MinLedgerRolloverTimeMinutes, ...MaxLedgerRolloverTimeMinutes)."""
+
+    max_entries: int = 50000
+    max_size_bytes: int = 2048 * 1024 * 1024
+    min_time_s: float = 600.0
+    max_time_s: float = 4 * 3600.0
+    inactive_rollover_s: float = 300.0
+
+
 class ManagedLedger:
     def __init__(
         self,
@@ -77,6 +91,7 @@ class ManagedLedger:
         ack_quorum: int,
         cache: EntryCache,
         max_outstanding_adds: int,
+        rollover: RolloverPolicy | None = None,
     ) -> None:
         self.topic = topic
         self.key = f"/managed-ledgers/{topic.persistence_path}"
@@ -94,6 +109,14 @@ class ManagedLedger:
         self._room.set()
         self.entries_added = 0
         self.bytes_added = 0
+        self.rollover = rollover or RolloverPolicy()
+        self.cursors: set[ManagedCursor] = set()
+        self._writer_opened = time.monotonic()
+        self._last_add = time.monotonic()
+        self._rolling: asyncio.Task | None = None
+        self._trimming: asyncio.Task | None = None
+        self.rollovers = 0
+        self.trimmed = 0
 
     # ---------------------------------------------------------------- open/close
 
@@ -126,9 +149,13 @@ class ManagedLedger:
             ) from None
         self.ledger_ids = new_ids
         self.writer = writer
+        self._writer_opened = time.monotonic()
         log.info("%s opened with ledgers %s", self.topic, new_ids)
 
     async def close(self) -> None:
+        for task in (self._rolling, self._trimming):
+            if task is not None:
+                await asyncio.gather(task, return_exceptions=True)
         if self.writer is not None:
             writer, self.writer = self.writer, None
             try:
@@ -147,7 +174,9 @@ class ManagedLedger:
             self._listeners.remove(fn)
 
     async def wait_for_room(self) -> None:
-        while self.writer is not None and self.writer.outstanding >= self.max_outstanding_adds:
+        while self._rolling is not None or (
+            self.writer is not None and self.writer.outstanding >= self.max_outstanding_adds
+        ):
             self._room.clear()
             await self._room.wait()
 
@@ -179,9 +208,125 @@ class ManagedLedger:
                 out.set_result(pos)
             for listener in self._listeners:
                 listener()
+            if self._rolling is None and writer is self.writer and self._should_roll(writer):
+                self._rolling = loop.create_task(self._roll())
 
+        self._last_add = time.monotonic()
         inner.add_done_callback(done)
         return out
+
+    # ---------------------------------------------------------------- rollover and trimming
+
+    def _should_roll(self, writer: LedgerWriter) -> bool:
+        """Pulsar's rule: full (entries or size) and older than the minimum
+        rollover time, or older than the maximum rollover time."""
+        p = self.rollover
+        entries = writer.lac + 1
+        if entries <= 0:
+            return False
+        age = time.monotonic() - self._writer_opened
+        full = entries >= p.max_entries or writer.length >= p.max_size_bytes
+        return (full and age >= p.min_time_s) or age >= p.max_time_s
+
+    async def _roll(self) -> None:
+        """Close the current ledger and continue in a new one. Adds wait
+        (``wait_for_room``) while the switch runs, so positions stay ordered."""
+        try:
+            old = self.writer
+            if old is None:
+                return
+            while old.outstanding:
+                self._room.clear()
+                await self._room.wait()
+            await old.close()
+            md = await self.ledger_client.metadata(old.ledger_id)
+            e, qw, qa = self.quorums
+            writer = await self.ledger_client.create_ledger(e, qw, qa)
+            new_ids = [*self.ledger_ids, writer.ledger_id]
+            body = json.dumps({"ledgers": new_ids}).encode()
+            try:
+                self._version = await self.metastore.put(
+                    self.key, body, expected_version=self._version
+                )
+            except BadVersionError:
+                await self.ledger_client.delete_ledger(writer.ledger_id)
+                self.writer = None
+                raise ManagedLedgerFencedError(
+                    f"{self.topic}: the ledger list changed under us; another broker owns it"
+                ) from None
+            self.closed_ledgers[old.ledger_id] = md
+            self.ledger_ids = new_ids
+            self.writer = writer
+            self._writer_opened = time.monotonic()
+            self.rollovers += 1
+            log.info(
+                "%s rolled over: ledger %d closed at %d, now writing ledger %d",
+                self.topic,
+                old.ledger_id,
+                md.last_entry_id,
+                writer.ledger_id,
+            )
+        except Exception:
+            log.exception("%s: ledger rollover failed", self.topic)
+        finally:
+            self._rolling = None
+            self._room.set()
+        self.maybe_trim()
+
+    def maybe_trim(self) -> None:
+        if self._trimming is None and len(self.ledger_ids) > 1:
+            self._trimming = asyncio.get_running_loop().create_task(self._trim())
+
+    async def _trim(self) -> None:
+        """Delete closed ledgers that every durable cursor has fully consumed
+        (non-durable cursors never hold data back)."""
+        try:
+            durable = [c for c in self.cursors if c.durable]
+            marks = [c.state.mark_delete_position for c in durable]
+            current = self.writer.ledger_id if self.writer is not None else None
+            doomed = []
+            for ledger_id in self.ledger_ids:
+                if ledger_id == current:
+                    break
+                md = self.closed_ledgers.get(ledger_id)
+                if md is None:
+                    break
+                last = (ledger_id, md.last_entry_id)
+                if all(m >= last for m in marks):
+                    doomed.append(ledger_id)
+                else:
+                    break  # keep order: only a prefix of the list goes
+            if not doomed:
+                return
+            kept = [i for i in self.ledger_ids if i not in doomed]
+            body = json.dumps({"ledgers": kept}).encode()
+            self._version = await self.metastore.put(self.key, body, expected_version=self._version)
+            self.ledger_ids = kept
+            for ledger_id in doomed:
+                self.closed_ledgers.pop(ledger_id, None)
+                await self.ledger_client.delete_ledger(ledger_id)
+                self.trimmed += 1
+            log.info("%s: deleted consumed ledgers %s", self.topic, doomed)
+        except Exception:
+            log.exception("%s: trimming consumed ledgers failed", self.topic)
+        finally:
+            self._trimming = None
+
+    def idle_check(self) -> None:
+        """Roll an idle ledger every cursor has consumed, so its data can go."""
+        writer = self.writer
+        p = self.rollover
+        if (
+            writer is None
+            or self._rolling is not None
+            or writer.lac < 0
+            or p.inactive_rollover_s <= 0
+            or time.monotonic() - self._last_add < p.inactive_rollover_s
+        ):
+            return
+        last = (writer.ledger_id, writer.lac)
+        if all(c.state.mark_delete_position >= last for c in self.cursors if c.durable):
+            self._rolling = asyncio.get_running_loop().create_task(self._roll())
 
     # ---------------------------------------------------------------- positions
 
@@ -347,6 +492,7 @@ class ManagedCursor:
         self._timer: asyncio.TimerHandle | None = None
         self._persisting: asyncio.Task | None = None
         self.read_position = ledger.next_position(state.mark_delete_position)
+        ledger.cursors.add(self)
 
     @classmethod
     async def open(
@@ -401,6 +547,9 @@ class ManagedCursor:
                 changed |= self.state.ack_individual(pos, nxt)
         if changed:
             self._mark_dirty()
+            first = self.ledger.ledger_ids[0] if self.ledger.ledger_ids else None
+            if first is not None and self.state.mark_delete_position[0] > first:
+                self.ledger.maybe_trim()
 
     def rewind(self) -> None:
         self.read_position = self.ledger.next_position(self.state.mark_delete_position)
@@ -462,5 +611,6 @@ class ManagedCursor:
 
     async def delete(self) -> None:
         await self.close()
+        self.ledger.cursors.discard(self)
         if self.durable:
             await self.ledger.metastore.delete(self.ledger.cursor_key(self.name))

@@ -18,7 +18,7 @@ import logging
 from prometheus_client import Counter
 
 from bookie.ledger_client import LedgerClient
-from broker.managed_ledger import EntryCache, ManagedLedger
+from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
 from broker.settings import BrokerSettings
 from broker.topic import BrokerError, Topic
 from metastore.client import MetastoreClient
@@ -136,6 +136,19 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---------------------------------------------------------------- topics
 
+    async def housekeeping_forever(self) -> None:
+        """Roll idle, fully consumed ledgers so trimming can delete them."""
+        idle = self.settings.managed_ledger_inactive_ledger_rollover_seconds
+        if idle <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(60.0, max(0.5, idle / 4)))
+            for topic in list(self.topics.values()):
+                try:
+                    topic.ledger.idle_check()
+                except Exception:
+                    log.exception("housekeeping of %s failed", topic.name)
+
     async def ensure_default_namespace(self) -> None:
         if await self.metastore.get(DEFAULT_NAMESPACE_KEY) is None:
             body = json.dumps({"bundles": 4, "replication_clusters": [self.settings.cluster_name]})
@@ -198,6 +211,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             ensemble_size=s.managed_ledger_default_ensemble_size,
             write_quorum=s.managed_ledger_default_write_quorum,
             ack_quorum=s.managed_ledger_default_ack_quorum,
+            rollover=RolloverPolicy(
+                max_entries=s.managed_ledger_max_entries_per_ledger,
+                max_size_bytes=s.managed_ledger_max_size_per_ledger_mb * 1024 * 1024,
+                min_time_s=s.managed_ledger_min_ledger_rollover_time_minutes * 60,
+                max_time_s=s.managed_ledger_max_ledger_rollover_time_minutes * 60,
+                inactive_rollover_s=s.managed_ledger_inactive_ledger_rollover_seconds,
+            ),
             cache=self.cache,
             max_outstanding_adds=s.managed_ledger_max_outstanding_adds,
         )

@@ -30,6 +30,21 @@ class BrokerSettings:
     managed_ledger_default_ack_quorum: int = setting(
         2, "Copies confirmed before a publish is acknowledged (Qa); `magnetar standalone` uses 1."
     )
+    managed_ledger_max_entries_per_ledger: int = setting(
+        50000, "A ledger is closed and a new one started after this many entries..."
+    )
+    managed_ledger_max_size_per_ledger_mb: int = setting(2048, "...or this many MB...")
+    managed_ledger_min_ledger_rollover_time_minutes: float = setting(
+        10, "...but not before it is this old."
+    )
+    managed_ledger_max_ledger_rollover_time_minutes: float = setting(
+        240, "A ledger older than this is rolled over anyway (if it holds an entry)."
+    )
+    managed_ledger_inactive_ledger_rollover_seconds: float = setting(
+        300,
+        "An idle ledger that every durable cursor has consumed is rolled over after this "
+        "long, so its data can be deleted (0 = never).",
+    )
     managed_ledger_cache_size_mb: int = setting(
         64, "Memory for recently added entries served to tailing consumers."
     )
