@@ -181,11 +181,21 @@ def topics() -> None:
     """Topics."""
 
 
-@topics.command("stats")
-@click.argument("topic")
+@admin.group()
+def namespaces() -> None:
+    """Namespaces."""
+
+
+@namespaces.command("set-deduplication")
+@click.argument("namespace")
+@click.option("--enable/--disable", required=True, help="Deduplication on or off.")
 @click.pass_obj
-def topics_stats(service_url: str, topic: str) -> None:
-    """Statistics of TOPIC (Pulsar's field names)."""
+def namespaces_set_deduplication(service_url: str, namespace: str, enable: bool) -> None:
+    """Turn broker-side deduplication on or off for NAMESPACE (tenant/namespace)."""
+    _admin_call(service_url, lambda a: a.namespaces.set_deduplication(namespace, enable))
+
+
+def _admin_call(service_url: str, fn):  # type: ignore[no-untyped-def]
     import json
 
     from client.admin import Admin
@@ -193,9 +203,17 @@ def topics_stats(service_url: str, topic: str) -> None:
 
     try:
         with Admin(service_url) as a:
-            click.echo(json.dumps(a.topics.stats(topic), indent=2, sort_keys=True))
+            click.echo(json.dumps(fn(a), indent=2, sort_keys=True))
     except MagnetarError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+
+
+@topics.command("stats")
+@click.argument("topic")
+@click.pass_obj
+def topics_stats(service_url: str, topic: str) -> None:
+    """Statistics of TOPIC (Pulsar's field names)."""
+    _admin_call(service_url, lambda a: a.topics.stats(topic))
 
 
 if __name__ == "__main__":

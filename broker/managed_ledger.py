@@ -115,8 +115,11 @@ class ManagedLedger:
         self._last_add = time.monotonic()
         self._rolling: asyncio.Task | None = None
         self._trimming: asyncio.Task | None = None
+        self._trim_again = False
         self.rollovers = 0
         self.trimmed = 0
+        # Deduplication replays entries after this position: keep their ledgers.
+        self.hold_back: Position | None = None
 
     # ---------------------------------------------------------------- open/close
 
@@ -274,10 +277,22 @@ class ManagedLedger:
         self.maybe_trim()
 
     def maybe_trim(self) -> None:
-        if self._trimming is None and len(self.ledger_ids) > 1:
+        if self._trimming is not None:
+            self._trim_again = True  # the running pass may have missed this change
+        elif len(self.ledger_ids) > 1:
             self._trimming = asyncio.get_running_loop().create_task(self._trim())
 
     async def _trim(self) -> None:
+        try:
+            while True:
+                self._trim_again = False
+                await self._trim_once()
+                if not self._trim_again:
+                    return
+        finally:
+            self._trimming = None
+
+    async def _trim_once(self) -> None:
         """Delete closed ledgers that every durable cursor has fully consumed
         (non-durable cursors never hold data back)."""
         try:
@@ -292,6 +307,8 @@ class ManagedLedger:
                 if md is None:
                     break
                 last = (ledger_id, md.last_entry_id)
+                if self.hold_back is not None and last > self.hold_back:
+                    break
                 if all(m >= last for m in marks):
                     doomed.append(ledger_id)
                 else:
@@ -309,8 +326,6 @@ class ManagedLedger:
             log.info("%s: deleted consumed ledgers %s", self.topic, doomed)
         except Exception:
             log.exception("%s: trimming consumed ledgers failed", self.topic)
-        finally:
-            self._trimming = None
 
     def idle_check(self) -> None:
         """Roll an idle ledger every cursor has consumed, so its data can go."""

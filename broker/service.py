@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import json
 import logging
@@ -18,6 +19,7 @@ import logging
 from prometheus_client import Counter
 
 from bookie.ledger_client import LedgerClient
+from broker.dedup import DUPLICATE, IN_FLIGHT
 from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
 from broker.settings import BrokerSettings
 from broker.topic import BrokerError, Topic
@@ -133,8 +135,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._loading: dict[str, asyncio.Future] = {}
         self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
         self.closing = False
+        self._background: set[asyncio.Task] = set()
 
     # ---------------------------------------------------------------- topics
+
+    async def dedup_enabled(self, name: TopicName) -> bool:
+        stat = await self.metastore.get(f"/admin/policies/{name.tenant}/{name.namespace}")
+        if stat is not None:
+            policy = json.loads(stat.value).get("deduplicationEnabled")
+            if policy is not None:
+                return bool(policy)
+        return self.settings.broker_deduplication_enabled
+
+    async def enable_dedup(self, topic: Topic) -> None:
+        replayed = await topic.dedup.recover(topic.ledger, self.metastore)
+        topic.dedup.enabled = True
+        log.info("%s: deduplication on (%d entries replayed)", topic.name, replayed)
 
     async def housekeeping_forever(self) -> None:
         """Roll idle, fully consumed ledgers so trimming can delete them."""
@@ -223,6 +239,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
         await ledger.open()
         topic = Topic(name, ledger, s)
+        if await self.dedup_enabled(name):
+            await self.enable_dedup(topic)
         await topic.load_cursors()
         return topic
 
@@ -260,7 +278,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         yield broker_pb2.ProducerResponse(
             created=broker_pb2.ProducerCreated(
                 producer_name=producer.name,
-                last_sequence_id=producer.last_sequence_id,
+                last_sequence_id=(
+                    topic.dedup.last_sequence_id(producer.name)
+                    if topic.dedup.enabled
+                    else producer.last_sequence_id
+                ),
                 max_message_size=self.settings.max_message_size,
                 topic=name.full_name,
             )
@@ -321,6 +343,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if receipts.sequence_ids:
             yield broker_pb2.ProducerResponse(receipts=receipts)
 
+    def _dedup_done(self, topic: Topic, producer: str, highest: int, fut: asyncio.Future) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            topic.dedup.failed(producer)
+            return
+        if topic.dedup.stored(producer, highest):
+            task = asyncio.get_running_loop().create_task(
+                topic.dedup.snapshot(topic.ledger, self.metastore)
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
     async def _read_sends(  # type: ignore[no-untyped-def]
         self, iterator, topic: Topic, producer, pending: _SendQueue
     ) -> None:
@@ -366,9 +399,37 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     except CorruptedEntryError as exc:
                         await pending.put((seq, exc.to_proto(), 0, 0))
                         continue
+                    highest = seq + count - 1
+                    dedup = topic.dedup
+                    if dedup.enabled:
+                        status = dedup.check(producer.name, highest)
+                        if status == DUPLICATE:
+                            done = asyncio.get_running_loop().create_future()
+                            done.set_result((-1, -1))  # Pulsar answers a duplicate with -1:-1
+                            await pending.put((seq, done, 0, 0))
+                            continue
+                        if status == IN_FLIGHT:
+                            await pending.put(
+                                (
+                                    seq,
+                                    error(
+                                        common_pb2.SERVICE_NOT_READY,
+                                        f"sequence id {highest} of {producer.name} is still "
+                                        "being stored; retry",
+                                    ),
+                                    0,
+                                    0,
+                                )
+                            )
+                            continue
                     await topic.ledger.wait_for_room()
                     fut = topic.ledger.add_entry(entry)
-                    producer.last_sequence_id = max(producer.last_sequence_id, seq + count - 1)
+                    if dedup.enabled:
+                        dedup.pushed_to(producer.name, highest)
+                        fut.add_done_callback(
+                            functools.partial(self._dedup_done, topic, producer.name, highest)
+                        )
+                    producer.last_sequence_id = max(producer.last_sequence_id, highest)
                     await pending.put((seq, fut, count, len(entry)))
         except Exception as exc:
             log.debug("producer stream %s ended: %s", producer.name, exc)
@@ -525,6 +586,44 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
     def __init__(self, broker: BrokerService) -> None:
         self.broker = broker
+
+    async def SetNamespaceDeduplication(self, request, context):  # type: ignore[no-untyped-def]
+        import json
+
+        try:
+            tenant, sep, ns = request.namespace.partition("/")
+            if not sep or not tenant or not ns or "/" in ns:
+                raise BrokerError(
+                    f"namespace {request.namespace!r} is not tenant/namespace",
+                    common_pb2.INVALID_ARGUMENT,
+                )
+            key = f"/admin/policies/{tenant}/{ns}"
+            ms = self.broker.metastore
+            for _ in range(20):  # compare-and-set; bounded
+                stat = await ms.get(key)
+                if stat is None:
+                    raise BrokerError(
+                        f"namespace {request.namespace} does not exist", common_pb2.TOPIC_NOT_FOUND
+                    )
+                policy = json.loads(stat.value)
+                policy["deduplicationEnabled"] = bool(request.enabled)
+                try:
+                    await ms.put(key, json.dumps(policy).encode(), expected_version=stat.version)
+                    break
+                except MagnetarServerError as exc:
+                    if exc.code != common_pb2.BAD_VERSION:
+                        raise
+            for topic in list(self.broker.topics.values()):
+                if (topic.name.tenant, topic.name.namespace) != (tenant, ns):
+                    continue
+                if request.enabled and not topic.dedup.enabled:
+                    await self.broker.enable_dedup(topic)
+                elif not request.enabled:
+                    topic.dedup.enabled = False
+                    topic.ledger.hold_back = None
+            return broker_pb2.JsonResponse(json=json.dumps(policy))
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
 
     async def TopicStats(self, request, context):  # type: ignore[no-untyped-def]
         import json

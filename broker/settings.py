@@ -30,6 +30,17 @@ class BrokerSettings:
     managed_ledger_default_ack_quorum: int = setting(
         2, "Copies confirmed before a publish is acknowledged (Qa); `magnetar standalone` uses 1."
     )
+    broker_deduplication_enabled: bool = setting(
+        False,
+        "Drop resent messages (same producer name and sequence id); a namespace's "
+        "deduplicationEnabled policy overrides it.",
+    )
+    broker_deduplication_entries_interval: int = setting(
+        1000, "Stored entries between two snapshots of a topic's deduplication state."
+    )
+    broker_deduplication_max_number_of_producers: int = setting(
+        10000, "Producer names whose sequence ids a topic remembers."
+    )
     managed_ledger_max_entries_per_ledger: int = setting(
         50000, "A ledger is closed and a new one started after this many entries..."
     )

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.dedup import Deduplication
 from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
 from broker.managed_ledger import ManagedCursor, ManagedLedger
 from broker.settings import BrokerSettings
@@ -219,6 +220,10 @@ class Topic:
         self._producers_changed = asyncio.Event()
         self.meter_in = Meter()
         self.meter_out = Meter()
+        self.dedup = Deduplication(
+            settings.broker_deduplication_entries_interval,
+            settings.broker_deduplication_max_number_of_producers,
+        )
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self.ledger.add_listener(self._on_new_entries)

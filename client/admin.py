@@ -31,6 +31,18 @@ class _Topics:
         return self._admin._json("TopicStats", broker_pb2.TopicStatsRequest(topic=topic))
 
 
+class _Namespaces:
+    def __init__(self, admin: Admin) -> None:
+        self._admin = admin
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> dict[str, Any]:
+        """Turn broker-side deduplication on or off for every topic of ``namespace``."""
+        return self._admin._json(
+            "SetNamespaceDeduplication",
+            broker_pb2.SetNamespaceDeduplicationRequest(namespace=namespace, enabled=enabled),
+        )
+
+
 class Admin:
     def __init__(
         self, service_url: str, authentication: Any = None, timeout_seconds: float = 30
@@ -44,6 +56,7 @@ class Admin:
         self._channel = grpc.insecure_channel(self._address, options=serving.grpc_options())
         self._stub = broker_pb2_grpc.BrokerAdminStub(self._channel)
         self.topics = _Topics(self)
+        self.namespaces = _Namespaces(self)
 
     def _json(self, method: str, request: Any) -> dict[str, Any]:
         try:

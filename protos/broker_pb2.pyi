@@ -258,6 +258,14 @@ class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class SetNamespaceDeduplicationRequest(_message.Message):
+    __slots__ = ("namespace", "enabled")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    enabled: bool
+    def __init__(self, namespace: _Optional[str] = ..., enabled: _Optional[bool] = ...) -> None: ...
+
 class TopicStatsRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -156,6 +156,11 @@ class BrokerAdminStub:
                 request_serializer=protos_dot_broker__pb2.TopicStatsRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.SetNamespaceDeduplication = channel.unary_unary(
+                '/magnetar.BrokerAdmin/SetNamespaceDeduplication',
+                request_serializer=protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -169,12 +174,24 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetNamespaceDeduplication(self, request, context):
+        """namespaces set-deduplication: the namespace policy overrides the broker's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'TopicStats': grpc.unary_unary_rpc_method_handler(
                     servicer.TopicStats,
                     request_deserializer=protos_dot_broker__pb2.TopicStatsRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'SetNamespaceDeduplication': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetNamespaceDeduplication,
+                    request_deserializer=protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -206,6 +223,33 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/TopicStats',
             protos_dot_broker__pb2.TopicStatsRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetNamespaceDeduplication(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/SetNamespaceDeduplication',
+            protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,
