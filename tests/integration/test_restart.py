@@ -90,3 +90,52 @@ def test_ctrl_c_stops_everything(fresh_cluster, signal_name):
     cluster.proc.wait(timeout=10)
     wait_for(lambda: not cluster.child_pids_alive(), 5, "children to exit")
     assert not (cluster.data_dir / "endpoints.json").exists()
+
+
+def test_broker_kill_with_random_ack_holes_redelivers_only_unacked_or_unpersisted(fresh_cluster):
+    import asyncio
+    import random
+
+    from broker.cursor import CursorState
+    from metastore.client import MetastoreClient
+
+    cluster = fresh_cluster.start()
+    topic, n = "holes", 300
+    rng = random.Random(7)
+    with Client(cluster.service_url) as c:
+        sub = c.subscribe(topic, "h", initial_position=InitialPosition.Earliest)
+        p = c.create_producer(topic, batching_enabled=False)
+        for i in range(n):
+            p.send(f"m{i}".encode())
+        msgs = [sub.receive(timeout_millis=10000) for _ in range(n)]
+        first = [m for m in msgs if rng.random() < 0.5]
+        for m in first:
+            sub.acknowledge(m)
+
+        async def persisted() -> bool:
+            ms = MetastoreClient(cluster.endpoints["metastore"])
+            try:
+                stat = await ms.get("/managed-ledgers/public/default/persistent/holes/h")
+            finally:
+                await ms.close()
+            if stat is None:
+                return False
+            state = CursorState.from_json(stat.value)
+            return all(state.is_acked(m.message_id().position) for m in first)
+
+        wait_for(lambda: asyncio.run(persisted()), 15, "the first acks to be persisted")
+        rest = [m for m in msgs if m not in first]
+        second = [m for m in rest if rng.random() < 0.5]
+        for m in second:
+            sub.acknowledge(m)
+        cluster.kill9()  # the second acks may or may not have been persisted
+    cluster.start()
+    with Client(cluster.service_url) as c:
+        again = c.subscribe(topic, "h", initial_position=InitialPosition.Earliest)
+        redelivered = set(_drain(again, 2 * n))
+    first_set = {m.data() for m in first}
+    second_set = {m.data() for m in second}
+    unacked = {m.data() for m in msgs} - first_set - second_set
+    assert not redelivered & first_set, "an acknowledged, persisted message came back"
+    assert unacked <= redelivered, "an unacknowledged message was lost"
+    assert redelivered <= unacked | second_set
