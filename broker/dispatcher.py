@@ -112,6 +112,17 @@ class Dispatcher:
             sub.blocked = False
         return sub.blocked
 
+    def _allowance(self, consumer: Consumer | None = None) -> int:
+        """Messages that may still go out before an unacked limit is reached
+        (entries are read up to it; a batch entry may overshoot it once)."""
+        settings = self.sub.topic.settings
+        room = 1 << 62
+        if settings.max_unacked_messages_per_subscription > 0:
+            room = settings.max_unacked_messages_per_subscription - self.sub.unacked
+        if consumer is not None and settings.max_unacked_messages_per_consumer > 0:
+            room = min(room, settings.max_unacked_messages_per_consumer - consumer.unacked)
+        return max(room, 0)
+
     def _send(self, consumer: Consumer, batch: list[tuple[Position, bytes, int]]) -> None:
         msg = broker_pb2.Deliveries()
         sent = size = 0
@@ -183,9 +194,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             return False
         if not ledger.has_entry(ledger.normalize(cursor.read_position)):
             return False
-        entries = await ledger.read_entries(
-            cursor.read_position, min(self.max_entries, max(consumer.permits, 1)), self.max_bytes
-        )
+        count = min(self.max_entries, max(consumer.permits, 1), self._allowance(consumer))
+        if count <= 0:
+            return False
+        entries = await ledger.read_entries(cursor.read_position, count, self.max_bytes)
         if not entries or consumer is not self.active or consumer.closed:
             return False
         batch = []
@@ -229,7 +241,9 @@ class SharedDispatcher(Dispatcher):
             return False
         cursor = self.sub.cursor
         ledger = self.sub.topic.ledger
-        budget = min(self.max_entries, sum(c.permits for c in ready))
+        budget = min(self.max_entries, sum(c.permits for c in ready), self._allowance())
+        if budget <= 0:
+            return False
         entries: list[tuple[Position, bytes]] = []
         while self.redeliver and len(entries) < budget:
             pos = self.redeliver.pop(0)
@@ -251,8 +265,8 @@ class SharedDispatcher(Dispatcher):
         per_consumer: dict[int, tuple[Consumer, list[tuple[Position, bytes, int]]]] = {}
         leftovers = []
         for pos, data in entries:
-            ready = self._ready_consumers()
-            if not ready:
+            ready = [c for c in self._ready_consumers() if self._allowance(c) > 0]
+            if not ready or self._subscription_blocked():
                 leftovers.append(pos)
                 continue
             consumer = self._pick(ready)

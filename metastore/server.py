@@ -470,10 +470,16 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     async def expire_sessions_forever(self) -> None:
         interval = self.settings.session_check_interval_ms / 1000
+        me = asyncio.current_task()
         while True:
             await asyncio.sleep(interval)
             try:
                 await self._expire_once()
+            except asyncio.CancelledError:
+                if me is not None and me.cancelling():
+                    raise  # the server is stopping
+                # A cancelled inner await (e.g. a shared barrier) must not end expiry.
+                log.warning("session expiry pass was cancelled; continuing")
             except Exception:
                 log.exception("session expiry pass failed")
 

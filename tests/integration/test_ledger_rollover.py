@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from client import Client, InitialPosition, Timeout
+from client import Client, InitialPosition, SubscriptionMode, Timeout
 from metastore.client import MetastoreClient
 from tests.harness import wait_for
 
@@ -59,6 +59,14 @@ def test_ledgers_roll_over_and_consumed_ones_are_deleted(fresh_cluster, tmp_path
     cluster = fresh_cluster.start()
     with Client(cluster.service_url) as c:
         slow = c.subscribe(TOPIC, "slow", initial_position=InitialPosition.Earliest)
+        # Non-durable subscriptions never hold data back: this one reads nothing.
+        c.subscribe(
+            TOPIC,
+            "lazy",
+            initial_position=InitialPosition.Earliest,
+            subscription_mode=SubscriptionMode.NonDurable,
+            receiver_queue_size=1,
+        )
         fast = c.subscribe(TOPIC, "fast", initial_position=InitialPosition.Earliest)
         p = c.create_producer(TOPIC, batching_enabled=False)
         sent = [f"m{i}".encode() for i in range(45)]

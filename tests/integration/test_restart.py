@@ -139,3 +139,33 @@ def test_broker_kill_with_random_ack_holes_redelivers_only_unacked_or_unpersiste
     assert not redelivered & first_set, "an acknowledged, persisted message came back"
     assert unacked <= redelivered, "an unacknowledged message was lost"
     assert redelivered <= unacked | second_set
+
+
+def test_a_non_durable_subscription_is_gone_after_a_broker_restart(fresh_cluster):
+    from client import SubscriptionMode
+
+    cluster = fresh_cluster.start()
+    with Client(cluster.service_url) as c:
+        nd = c.subscribe(
+            "nd-topic",
+            "nd",
+            initial_position=InitialPosition.Earliest,
+            subscription_mode=SubscriptionMode.NonDurable,
+        )
+        durable = c.subscribe("nd-topic", "d", initial_position=InitialPosition.Earliest)
+        p = c.create_producer("nd-topic")
+        p.send(b"one")
+        assert nd.receive(timeout_millis=5000).data() == b"one"  # never acknowledged
+        assert durable.receive(timeout_millis=5000).data() == b"one"  # never acknowledged
+    cluster.stop()
+    cluster.start()
+    from client.admin import Admin
+
+    with Admin(cluster.service_url) as admin:
+        subs = admin.topics.stats("nd-topic")["subscriptions"]
+    assert "d" in subs and "nd" not in subs
+    with Client(cluster.service_url) as c:
+        # The durable one redelivers; the non-durable name starts afresh (Latest).
+        assert c.subscribe("nd-topic", "d").receive(timeout_millis=5000).data() == b"one"
+        fresh = c.subscribe("nd-topic", "nd", subscription_mode=SubscriptionMode.NonDurable)
+        assert _drain(fresh, 5) == []

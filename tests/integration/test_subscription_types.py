@@ -215,3 +215,24 @@ def test_unsubscribe_is_refused_with_other_consumers_and_deletes_the_subscriptio
         assert _drain(fresh, 1, timeout_ms=500) == []
         later = _send(c, topic, 2, prefix="after")
         assert [m.data() for m in _drain(fresh, 2)] == later
+
+
+def test_a_subscription_at_its_unacked_limit_gets_more_only_after_half_are_acked(
+    fresh_cluster, tmp_path
+):
+    config = tmp_path / "magnetar.toml"
+    config.write_text("[broker]\nmax_unacked_messages_per_subscription = 10\n")
+    fresh_cluster.extra_args = ["--config", str(config)]
+    cluster = fresh_cluster.start()
+    topic = "sub-unacked-limit"
+    with Client(cluster.service_url) as c:
+        a = _sub(c, topic, "sh", ConsumerType.Shared, receiver_queue_size=100)
+        b = _sub(c, topic, "sh", ConsumerType.Shared, receiver_queue_size=100)
+        _send(c, topic, 50)
+        got_a = _drain(a, 50, timeout_ms=1000, ack=False)
+        got_b = _drain(b, 50, timeout_ms=1000, ack=False)
+        assert len(got_a) + len(got_b) == 10  # the two together are at the limit
+        for m in got_a + got_b:
+            (a if m in got_a else b).acknowledge(m)
+        more = _drain(a, 50, timeout_ms=1000, ack=False) + _drain(b, 50, timeout_ms=1000, ack=False)
+        assert len(more) == 10
