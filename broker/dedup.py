@@ -66,6 +66,18 @@ class Deduplication:
         """A write failed: its retry must not look like a duplicate."""
         self.pushed[producer] = self.persisted.get(producer, -1)
 
+    def observe_entries(self, entries: list[tuple[Position, bytes]]) -> None:
+        """Entries found stored after all (a failed ledger's recovery)."""
+        for _, data in entries:
+            try:
+                meta = parse_metadata(data)
+            except CorruptedEntryError:
+                continue
+            highest = meta.sequence_id + num_messages(meta) - 1
+            name = meta.producer_name
+            self.persisted[name] = max(self.persisted.get(name, -1), highest)
+            self.pushed[name] = max(self.pushed.get(name, -1), highest)
+
     def last_sequence_id(self, producer: str) -> int:
         return self.persisted.get(producer, -1)
 

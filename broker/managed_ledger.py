@@ -120,6 +120,9 @@ class ManagedLedger:
         self.trimmed = 0
         # Deduplication replays entries after this position: keep their ledgers.
         self.hold_back: Position | None = None
+        # Told about entries a failed ledger turned out to hold (their adds had
+        # failed from the producers' view, but the bookies had stored them).
+        self.on_recovered_entries: Callable[[list[tuple[Position, bytes]]], None] | None = None
 
     # ---------------------------------------------------------------- open/close
 
@@ -158,7 +161,12 @@ class ManagedLedger:
     async def close(self) -> None:
         for task in (self._rolling, self._trimming):
             if task is not None:
-                await asyncio.gather(task, return_exceptions=True)
+                # A rollover finishes in milliseconds; a failed-ledger replacement
+                # may be waiting for bookies: do not wait for it forever.
+                done, _ = await asyncio.wait({task}, timeout=5)
+                if not done:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
         if self.writer is not None:
             writer, self.writer = self.writer, None
             try:
@@ -202,6 +210,9 @@ class ManagedLedger:
                     out.set_exception(
                         ManagedLedgerError(f"{self.topic}: storing the entry failed: {exc}")
                     )
+                if writer is self.writer and self._rolling is None:
+                    # The ledger is unusable: close it where it ends and go on in a new one.
+                    self._rolling = loop.create_task(self._replace_failed_writer(writer))
                 return
             pos = (writer.ledger_id, f.result())
             self.cache.put(pos, data)
@@ -275,6 +286,61 @@ class ManagedLedger:
             self._rolling = None
             self._room.set()
         self.maybe_trim()
+
+    async def _replace_failed_writer(self, failed: LedgerWriter) -> None:
+        """Recover (fence and close) a ledger whose writer failed, then continue
+        in a new ledger; retried with backoff while bookies are unavailable.
+        Adds wait meanwhile (``wait_for_room``)."""
+        delay = 0.2
+        try:
+            while self.writer is failed:
+                try:
+                    md = await self.ledger_client.open_with_recovery(failed.ledger_id)
+                    if md.last_entry_id > failed.lac:
+                        rows = await self.ledger_client.read(md, failed.lac + 1, md.last_entry_id)
+                        recovered = [((failed.ledger_id, eid), data) for eid, data in rows]
+                        if self.on_recovered_entries is not None:
+                            self.on_recovered_entries(recovered)
+                    e, qw, qa = self.quorums
+                    writer = await self.ledger_client.create_ledger(e, qw, qa)
+                    new_ids = [*self.ledger_ids, writer.ledger_id]
+                    body = json.dumps({"ledgers": new_ids}).encode()
+                    try:
+                        self._version = await self.metastore.put(
+                            self.key, body, expected_version=self._version
+                        )
+                    except BadVersionError:
+                        await self.ledger_client.delete_ledger(writer.ledger_id)
+                        self.writer = None
+                        raise ManagedLedgerFencedError(
+                            f"{self.topic}: the ledger list changed under us"
+                        ) from None
+                    self.closed_ledgers[failed.ledger_id] = md
+                    self.ledger_ids = new_ids
+                    self.writer = writer
+                    self._writer_opened = time.monotonic()
+                    for listener in self._listeners:
+                        listener()  # recovered entries are readable now
+                    log.warning(
+                        "%s: ledger %d failed; closed at %d, continuing in ledger %d",
+                        self.topic,
+                        failed.ledger_id,
+                        md.last_entry_id,
+                        writer.ledger_id,
+                    )
+                except ManagedLedgerFencedError:
+                    raise
+                except Exception as exc:
+                    log.warning(
+                        "%s: replacing failed ledger %d: %s", self.topic, failed.ledger_id, exc
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        except Exception:
+            log.exception("%s: giving up on the failed ledger", self.topic)
+        finally:
+            self._rolling = None
+            self._room.set()
 
     def maybe_trim(self) -> None:
         if self._trimming is not None:

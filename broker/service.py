@@ -399,6 +399,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     except CorruptedEntryError as exc:
                         await pending.put((seq, exc.to_proto(), 0, 0))
                         continue
+                    # After any ledger switch (which may recover entries the
+                    # dedup state must see) and within the outstanding-add limit.
+                    await topic.ledger.wait_for_room()
                     highest = seq + count - 1
                     dedup = topic.dedup
                     if dedup.enabled:
@@ -422,7 +425,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                 )
                             )
                             continue
-                    await topic.ledger.wait_for_room()
                     fut = topic.ledger.add_entry(entry)
                     if dedup.enabled:
                         dedup.pushed_to(producer.name, highest)

@@ -224,9 +224,14 @@ class Topic:
             settings.broker_deduplication_entries_interval,
             settings.broker_deduplication_max_number_of_producers,
         )
+        ledger.on_recovered_entries = self._recovered
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self.ledger.add_listener(self._on_new_entries)
+
+    def _recovered(self, entries: list[tuple[tuple[int, int], bytes]]) -> None:
+        if self.dedup.enabled:
+            self.dedup.observe_entries(entries)
 
     def _on_new_entries(self) -> None:
         for sub in self.subscriptions.values():

@@ -67,3 +67,56 @@ def test_without_deduplication_a_resend_is_stored_again(cluster, topic):
         assert p.send(b"a again", sequence_id=1).entry_id() >= 0
         sub = c.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
         assert _drain(sub) == [b"a", b"a again"]
+
+
+def test_the_broker_setting_turns_deduplication_on_without_a_namespace_policy(
+    fresh_cluster, tmp_path
+):
+    config = tmp_path / "magnetar.toml"
+    config.write_text("[broker]\nbroker_deduplication_enabled = true\n")
+    fresh_cluster.extra_args = ["--config", str(config)]
+    cluster = fresh_cluster.start()
+    with Client(cluster.service_url) as c:
+        p = c.create_producer("by-setting", producer_name="s-1", batching_enabled=False)
+        p.send(b"x", sequence_id=7)
+        assert p.send(b"x again", sequence_id=7).entry_id() == -1
+        # A namespace policy overrides the broker setting.
+        with Admin(cluster.service_url) as admin:
+            admin.namespaces.set_deduplication("public/default", False)
+        assert p.send(b"x once more", sequence_id=7).entry_id() >= 0
+
+
+def test_a_send_whose_write_failed_is_stored_exactly_once_when_retried(fresh_cluster, tmp_path):
+    import signal
+
+    from client import MagnetarError
+
+    config = tmp_path / "magnetar.toml"
+    config.write_text("[broker]\nbroker_deduplication_enabled = true\nbookie_timeout_ms = 1000\n")
+    fresh_cluster.extra_args = ["--config", str(config)]
+    cluster = fresh_cluster.start()
+    bookie = cluster.endpoints["pids"]["bookie"]
+    topic = "retry-after-failure"
+    with Client(cluster.service_url) as c:
+        p = c.create_producer(
+            topic, producer_name="r-1", batching_enabled=False, send_timeout_millis=0
+        )
+        p.send(b"m0", sequence_id=0)
+        os.kill(bookie, signal.SIGSTOP)  # the bookie hangs: the next write fails
+        try:
+            try:
+                p.send(b"m1", sequence_id=1)
+                raise AssertionError("the send should have failed")
+            except MagnetarError:
+                pass
+        finally:
+            os.kill(bookie, signal.SIGCONT)
+        # The broker closed the failed ledger (recovering what the bookie had
+        # stored after all) and went on in a new one. The retry is stored if the
+        # first write was lost and answered as a duplicate if it was not: m1 is
+        # stored exactly once either way, and later sends go on.
+        p.send(b"m1", sequence_id=1)
+        assert p.send(b"m2", sequence_id=2).entry_id() >= 0
+        sub = c.subscribe(topic, "audit", initial_position=InitialPosition.Earliest)
+        got = _drain(sub)
+    assert got == [b"m0", b"m1", b"m2"]
