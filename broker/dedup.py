@@ -69,14 +69,11 @@ class Deduplication:
     def observe_entries(self, entries: list[tuple[Position, bytes]]) -> None:
         """Entries found stored after all (a failed ledger's recovery)."""
         for _, data in entries:
-            try:
-                meta = parse_metadata(data)
-            except CorruptedEntryError:
-                continue
-            highest = meta.sequence_id + num_messages(meta) - 1
-            name = meta.producer_name
-            self.persisted[name] = max(self.persisted.get(name, -1), highest)
-            self.pushed[name] = max(self.pushed.get(name, -1), highest)
+            got = _producer_and_highest(data)
+            if got is not None:
+                name, highest = got
+                self.persisted[name] = max(self.persisted.get(name, -1), highest)
+                self.pushed[name] = max(self.pushed.get(name, -1), highest)
 
     def last_sequence_id(self, producer: str) -> int:
         return self.persisted.get(producer, -1)
@@ -118,17 +115,24 @@ class Deduplication:
             if not entries:
                 break
             for p, data in entries:
-                try:
-                    meta = parse_metadata(data)
-                except CorruptedEntryError:
+                pos = ledger.next_position(p)
+                got = _producer_and_highest(data)
+                if got is None:
                     continue
-                highest = meta.sequence_id + num_messages(meta) - 1
-                name = meta.producer_name
+                name, highest = got
                 self.persisted[name] = max(self.persisted.get(name, -1), highest)
                 replayed += 1
-                pos = ledger.next_position(p)
         self._bound(self.persisted)
         self.pushed = dict(self.persisted)
         self.covered = start
         ledger.hold_back = start
         return replayed
+
+
+def _producer_and_highest(entry: bytes) -> tuple[str, int] | None:
+    """(producer name, highest sequence id) of a stored entry."""
+    try:
+        meta = parse_metadata(entry)
+    except CorruptedEntryError:
+        return None
+    return meta.producer_name, meta.sequence_id + num_messages(meta) - 1

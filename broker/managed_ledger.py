@@ -254,24 +254,7 @@ class ManagedLedger:
                 await self._room.wait()
             await old.close()
             md = await self.ledger_client.metadata(old.ledger_id)
-            e, qw, qa = self.quorums
-            writer = await self.ledger_client.create_ledger(e, qw, qa)
-            new_ids = [*self.ledger_ids, writer.ledger_id]
-            body = json.dumps({"ledgers": new_ids}).encode()
-            try:
-                self._version = await self.metastore.put(
-                    self.key, body, expected_version=self._version
-                )
-            except BadVersionError:
-                await self.ledger_client.delete_ledger(writer.ledger_id)
-                self.writer = None
-                raise ManagedLedgerFencedError(
-                    f"{self.topic}: the ledger list changed under us; another broker owns it"
-                ) from None
-            self.closed_ledgers[old.ledger_id] = md
-            self.ledger_ids = new_ids
-            self.writer = writer
-            self._writer_opened = time.monotonic()
+            writer = await self._switch_ledger(md)
             self.rollovers += 1
             log.info(
                 "%s rolled over: ledger %d closed at %d, now writing ledger %d",
@@ -287,6 +270,28 @@ class ManagedLedger:
             self._room.set()
         self.maybe_trim()
 
+    async def _switch_ledger(self, closed: LedgerMetadata) -> LedgerWriter:
+        """Record ``closed`` and continue in a new ledger, appended to the
+        ledger list by compare-and-set (a lost race means another broker owns
+        the topic: this one stops writing)."""
+        e, qw, qa = self.quorums
+        writer = await self.ledger_client.create_ledger(e, qw, qa)
+        new_ids = [*self.ledger_ids, writer.ledger_id]
+        body = json.dumps({"ledgers": new_ids}).encode()
+        try:
+            self._version = await self.metastore.put(self.key, body, expected_version=self._version)
+        except BadVersionError:
+            await self.ledger_client.delete_ledger(writer.ledger_id)
+            self.writer = None
+            raise ManagedLedgerFencedError(
+                f"{self.topic}: the ledger list changed under us; another broker owns it"
+            ) from None
+        self.closed_ledgers[closed.ledger_id] = closed
+        self.ledger_ids = new_ids
+        self.writer = writer
+        self._writer_opened = time.monotonic()
+        return writer
+
     async def _replace_failed_writer(self, failed: LedgerWriter) -> None:
         """Recover (fence and close) a ledger whose writer failed, then continue
         in a new ledger; retried with backoff while bookies are unavailable.
@@ -301,24 +306,7 @@ class ManagedLedger:
                         recovered = [((failed.ledger_id, eid), data) for eid, data in rows]
                         if self.on_recovered_entries is not None:
                             self.on_recovered_entries(recovered)
-                    e, qw, qa = self.quorums
-                    writer = await self.ledger_client.create_ledger(e, qw, qa)
-                    new_ids = [*self.ledger_ids, writer.ledger_id]
-                    body = json.dumps({"ledgers": new_ids}).encode()
-                    try:
-                        self._version = await self.metastore.put(
-                            self.key, body, expected_version=self._version
-                        )
-                    except BadVersionError:
-                        await self.ledger_client.delete_ledger(writer.ledger_id)
-                        self.writer = None
-                        raise ManagedLedgerFencedError(
-                            f"{self.topic}: the ledger list changed under us"
-                        ) from None
-                    self.closed_ledgers[failed.ledger_id] = md
-                    self.ledger_ids = new_ids
-                    self.writer = writer
-                    self._writer_opened = time.monotonic()
+                    writer = await self._switch_ledger(md)
                     for listener in self._listeners:
                         listener()  # recovered entries are readable now
                     log.warning(

@@ -61,6 +61,24 @@ async def write_all(writer, n: int, window: int = 200, on_confirmed=None) -> lis
     return confirmed
 
 
+def start_writer(cluster: BookieCluster, n: int) -> tuple[subprocess.Popen, int, list[int]]:
+    """A 3/2/2 writer process (tests/ledger_writer.py) and its first ``n`` confirmed ids."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.ledger_writer", cluster.metastore_address, "3", "2", "2"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ledger_id = int(proc.stdout.readline().split()[1])
+    confirmed: list[int] = []
+    while len(confirmed) < n:  # bounded: the writer confirms continuously
+        line = proc.stdout.readline()
+        assert line, "the writer exited early"
+        confirmed.append(int(line.split()[1]))
+    return proc, ledger_id, confirmed
+
+
 def test_a_bookie_killed_during_10000_adds_is_replaced_and_nothing_is_lost(bookies4):
     async def main() -> None:
         ms = MetastoreClient(bookies4.metastore_address)
@@ -96,21 +114,10 @@ def test_a_bookie_killed_during_10000_adds_is_replaced_and_nothing_is_lost(booki
 
 
 def test_a_killed_writer_is_recovered_with_every_confirmed_entry_and_fenced(bookies3):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.ledger_writer", bookies3.metastore_address, "3", "2", "2"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ledger_id = int(proc.stdout.readline().split()[1])
-    confirmed: list[int] = []
-    while len(confirmed) < 1000:  # bounded: the writer confirms continuously
-        line = proc.stdout.readline()
-        assert line, "the writer exited early"
-        confirmed.append(int(line.split()[1]))
+    proc, ledger_id, confirmed = start_writer(bookies3, 1000)
     proc.kill()
     proc.wait(timeout=10)
+    assert proc.stdout is not None
     confirmed += [int(line.split()[1]) for line in proc.stdout.read().splitlines()]
 
     async def main() -> None:
@@ -409,19 +416,7 @@ def test_a_hung_bookie_is_replaced_after_the_add_timeout(bookies4):
 
 
 def test_recovery_replaces_a_bookie_that_died_with_the_writer(bookies4):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.ledger_writer", bookies4.metastore_address, "3", "2", "2"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ledger_id = int(proc.stdout.readline().split()[1])
-    confirmed: list[int] = []
-    while len(confirmed) < 500:  # bounded: the writer confirms continuously
-        line = proc.stdout.readline()
-        assert line, "the writer exited early"
-        confirmed.append(int(line.split()[1]))
+    proc, ledger_id, confirmed = start_writer(bookies4, 500)
 
     async def ensemble() -> list[str]:
         ms = MetastoreClient(bookies4.metastore_address)
@@ -433,6 +428,7 @@ def test_recovery_replaces_a_bookie_that_died_with_the_writer(bookies4):
     proc.kill()
     bookies4.kill9(bookies4.index_of(members[0]))  # dies with the writer
     proc.wait(timeout=10)
+    assert proc.stdout is not None
     confirmed += [int(line.split()[1]) for line in proc.stdout.read().splitlines()]
 
     async def main() -> None:
