@@ -497,8 +497,11 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             self._deadline_term = -1
             return
         term = self.node.term
-        if await self._leader_ready() is not None:
-            return  # not the leader any more, or not caught up yet
+        not_ready = await self._leader_ready()
+        if not_ready is not None:
+            # Not the leader any more, or not caught up yet.
+            log.info("session expiry skipped this pass: %s", not_ready.message)
+            return
         sessions = self.node.store.sessions
         now = time.monotonic()
         if self._deadline_term != term:

@@ -179,7 +179,11 @@ def test_sessions_expire_without_keepalive_and_survive_a_leader_change(ms_cluste
         async def gone() -> bool:
             return await client.get("/test/s/dying") is None
 
-        await async_wait_for(gone, 10, "the ephemeral key to go")
+        try:
+            await async_wait_for(gone, 10, "the ephemeral key to go")
+        except AssertionError as exc:
+            logs = {i: ms_cluster.log(i)[-1500:] for i in ms_cluster.procs}
+            raise AssertionError(f"{exc}; session {dying.id}; node logs: {logs}") from None
         # TTL (1 s) + one check interval (0.1 s) + the last keep-alive period (TTL/3) + slack
         assert time.monotonic() - stopped < 1.0 + 0.1 + 0.34 + 0.5
         with pytest.raises(SessionExpiredError):
