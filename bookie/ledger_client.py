@@ -359,36 +359,20 @@ class LedgerWriter:
     ) -> None:
         """One add request per bookie for ``entry_ids`` (to bookie ``only``, if given)."""
         md = self.metadata
-        e_size, qw = md.ensemble_size, md.write_quorum
-        # Per bookie index: parallel lists of ids, lacs, digests, payloads.
-        cols: dict[int, tuple[list[int], list[int], list[int], list[bytes]]] = {}
         unconfirmed = self._unconfirmed
-        for entry_id in entry_ids:
-            got = unconfirmed.get(entry_id)
-            if got is None:
-                continue  # confirmed meanwhile
-            lac, digest, payload = got
-            for i in range(qw):
-                idx = (entry_id + i) % e_size
-                if (only is not None and idx != only) or idx in skip:
-                    continue
-                c = cols.get(idx)
-                if c is None:
-                    c = cols[idx] = ([], [], [], [])
-                c[0].append(entry_id)
-                c[1].append(lac)
-                c[2].append(digest)
-                c[3].append(payload)
-        for idx, (ids, lacs, digests, payloads) in cols.items():
+        rows = (
+            (entry_id, *unconfirmed[entry_id]) for entry_id in entry_ids if entry_id in unconfirmed
+        )  # entries confirmed meanwhile are left out
+
+        def wanted(idx: int) -> bool:
+            return (only is None or idx == only) and idx not in skip
+
+        requests = add_requests(
+            self.ledger_id, self._key, rows, md.ensemble_size, md.write_quorum, wanted
+        )
+        for idx, req in requests.items():
             bookie_id = self._ensemble[idx]
-            req = bookie_pb2.AddRequest(
-                ledger_id=self.ledger_id,
-                master_key=self._key,
-                entry_ids=ids,
-                lacs=lacs,
-                digests=digests,
-                payloads=payloads,
-            )
+            ids = list(req.entry_ids)
             try:
                 fut = self.client.connection(bookie_id).send_add(req)
             except BKError as exc:
@@ -398,7 +382,7 @@ class LedgerWriter:
                 (bookie_id, time.monotonic())
             )
             fut.add_done_callback(functools.partial(self._on_response, idx, bookie_id, ids))
-        if self._watchdog is None and cols:
+        if self._watchdog is None and requests:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch_timeouts())
 
     def _on_response(
@@ -788,22 +772,15 @@ class LedgerClient:
         e_size, qw = md.ensemble_size, md.write_quorum
 
         def requests(only: set[int] | None) -> dict[int, bookie_pb2.AddRequest]:
-            per_bookie: dict[int, bookie_pb2.AddRequest] = {}
-            for eid, lac, digest, payload in entries:
-                for idx in write_set(eid, e_size, qw):
-                    if only is not None and idx not in only:
-                        continue
-                    req = per_bookie.setdefault(
-                        idx,
-                        bookie_pb2.AddRequest(
-                            ledger_id=md.ledger_id, master_key=key, recovery=True
-                        ),
-                    )
-                    req.entry_ids.append(eid)
-                    req.lacs.append(lac)
-                    req.digests.append(digest)
-                    req.payloads.append(payload)
-            return per_bookie
+            return add_requests(
+                md.ledger_id,
+                key,
+                entries,
+                e_size,
+                qw,
+                lambda idx: only is None or idx in only,
+                recovery=True,
+            )
 
         async def add(ensemble: list[str], idx: int, req: bookie_pb2.AddRequest) -> int | None:
             try:
@@ -988,6 +965,44 @@ class LedgerClient:
                     "ledger %d: could not delete its entries on %s: %s", ledger_id, bookie_id, exc
                 )
         await self.metastore.delete(f"/ledgers/{ledger_id}")
+
+
+def add_requests(
+    ledger_id: int,
+    key: bytes,
+    entries: Iterable[tuple[int, int, int, bytes]],
+    ensemble_size: int,
+    write_quorum: int,
+    wanted: Callable[[int], bool],
+    recovery: bool = False,
+) -> dict[int, bookie_pb2.AddRequest]:
+    """One add request per ensemble index for ``(entry id, lac, digest, payload)``
+    rows, each entry to the indexes of its write set that ``wanted`` keeps."""
+    cols: dict[int, tuple[list[int], list[int], list[int], list[bytes]]] = {}
+    for entry_id, lac, digest, payload in entries:
+        for i in range(write_quorum):
+            idx = (entry_id + i) % ensemble_size
+            if not wanted(idx):
+                continue
+            c = cols.get(idx)
+            if c is None:
+                c = cols[idx] = ([], [], [], [])
+            c[0].append(entry_id)
+            c[1].append(lac)
+            c[2].append(digest)
+            c[3].append(payload)
+    return {
+        idx: bookie_pb2.AddRequest(
+            ledger_id=ledger_id,
+            master_key=key,
+            entry_ids=ids,
+            lacs=lacs,
+            digests=digests,
+            payloads=payloads,
+            recovery=recovery,
+        )
+        for idx, (ids, lacs, digests, payloads) in cols.items()
+    }
 
 
 def entry_id_before(lac: int, seg_first: int) -> int:

@@ -27,6 +27,7 @@ from bookie.ledger_client import CLOSED, LedgerClient, LedgerMetadata, LedgerWri
 from broker.cursor import CursorState, Position
 from metastore.client import BadVersionError, MetastoreClient
 from protos import common_pb2
+from protos.entry import parse_metadata
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
 
@@ -430,7 +431,7 @@ class ManagedLedger:
         last = self.last_confirmed
         end = self.next_position(last) if last[1] >= 0 else self.first_position
         for ledger_id in self.ledger_ids:
-            hi = self._last_entry_of(ledger_id)
+            hi = self.last_entry_of(ledger_id)
             if hi < 0:
                 continue
             if await self._publish_time((ledger_id, hi)) < publish_time_ms:
@@ -445,7 +446,8 @@ class ManagedLedger:
             return ledger_id, lo
         return end
 
-    def _last_entry_of(self, ledger_id: int) -> int:
+    def last_entry_of(self, ledger_id: int) -> int:
+        """The last entry id of one of this topic's ledgers (-1 when empty)."""
         md = self.closed_ledgers.get(ledger_id)
         if md is not None:
             return int(md.last_entry_id)
@@ -454,8 +456,6 @@ class ManagedLedger:
         return -1
 
     async def _publish_time(self, pos: Position) -> int:
-        from protos.entry import parse_metadata
-
         got = await self.read_entries(pos, 1, 64 * 1024 * 1024)
         if not got:
             return 0

@@ -22,6 +22,7 @@ from bookie.ledger_client import LedgerClient
 from broker.dedup import DUPLICATE, IN_FLIGHT
 from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
 from broker.settings import BrokerSettings
+from broker.stats import topic_stats
 from broker.topic import BrokerError, Topic
 from metastore.client import MetastoreClient
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
@@ -139,12 +140,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---------------------------------------------------------------- topics
 
-    async def dedup_enabled(self, name: TopicName) -> bool:
-        stat = await self.metastore.get(f"/admin/policies/{name.tenant}/{name.namespace}")
-        if stat is not None:
-            policy = json.loads(stat.value).get("deduplicationEnabled")
-            if policy is not None:
-                return bool(policy)
+    def dedup_enabled(self, policies: bytes) -> bool:
+        """The namespace's deduplicationEnabled policy, else the broker setting."""
+        policy = json.loads(policies).get("deduplicationEnabled")
+        if policy is not None:
+            return bool(policy)
         return self.settings.broker_deduplication_enabled
 
     async def enable_dedup(self, topic: Topic) -> None:
@@ -208,7 +208,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 f"{name}: non-persistent topics are not supported yet", common_pb2.NOT_ALLOWED
             )
         ns_key = f"/admin/policies/{name.tenant}/{name.namespace}"
-        if await self.metastore.get(ns_key) is None:
+        ns_policies = await self.metastore.get(ns_key)
+        if ns_policies is None:
             raise BrokerError(
                 f"{name}: namespace {name.namespace_name} does not exist",
                 common_pb2.TOPIC_NOT_FOUND,
@@ -239,7 +240,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
         await ledger.open()
         topic = Topic(name, ledger, s)
-        if await self.dedup_enabled(name):
+        if self.dedup_enabled(ns_policies.value):
             await self.enable_dedup(topic)
         await topic.load_cursors()
         return topic
@@ -590,8 +591,6 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
         self.broker = broker
 
     async def SetNamespaceDeduplication(self, request, context):  # type: ignore[no-untyped-def]
-        import json
-
         try:
             tenant, sep, ns = request.namespace.partition("/")
             if not sep or not tenant or not ns or "/" in ns:
@@ -628,10 +627,6 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
             return broker_pb2.JsonResponse(error=_error_of(exc))
 
     async def TopicStats(self, request, context):  # type: ignore[no-untyped-def]
-        import json
-
-        from broker.stats import topic_stats
-
         try:
             name = TopicName.parse(request.topic)
             topic = self.broker.topics.get(name.full_name)

@@ -67,7 +67,7 @@ def entries_between(topic: Topic, after: tuple[int, int], through: tuple[int, in
     ledger = topic.ledger
     total = 0
     for ledger_id in ledger.ledger_ids:
-        last = ledger._last_entry_of(ledger_id)
+        last = ledger.last_entry_of(ledger_id)
         if last < 0:
             continue
         lo = 0

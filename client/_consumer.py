@@ -107,6 +107,7 @@ class ConsumerEngine:
         self._request_lock = asyncio.Lock()
         # A batched start id: messages of its entry before it are skipped.
         self._skip_before: MessageId | None = None
+        self._skip_inclusive = options.start_message_id_inclusive
         start = options.start_message_id
         if start is not None and start.batch_index() >= 0 and start.ledger_id() >= 0:
             self._skip_before = start
@@ -215,7 +216,7 @@ class ConsumerEngine:
                 )
         skip = self._skip_before
         if skip is not None and messages:
-            keep_self = self.opts.start_message_id_inclusive
+            keep_self = self._skip_inclusive
             kept = []
             for m in messages:
                 mid = m.message_id()
@@ -419,7 +420,7 @@ class ConsumerEngine:
             seek.message_id.CopyFrom(_id_data(target))
             if target.batch_index() >= 0 and target.ledger_id() >= 0:
                 self._skip_before = target
-                self.opts.start_message_id_inclusive = True
+                self._skip_inclusive = True  # seek: the target is the next message
         elif isinstance(target, int) and not isinstance(target, bool):
             seek.publish_time_ms = target
         else:

@@ -24,6 +24,7 @@ watch from the revision of that read + 1.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import time
@@ -430,7 +431,7 @@ class Watch:
         self.prefix = prefix
         self.next_revision = from_revision  # 0 until the first node says where "now" is
         self.give_up_s = give_up_s
-        self._buffer: list[WatchEvent] = []
+        self._buffer: collections.deque[WatchEvent] = collections.deque()
         self._call: grpc.aio.UnaryStreamCall | None = None
         self._address = ""
         self.closed = False
@@ -443,8 +444,7 @@ class Watch:
             if self.closed:
                 raise StopAsyncIteration
             await self._fill()
-        event = self._buffer.pop(0)
-        return event
+        return self._buffer.popleft()
 
     async def started(self) -> int:
         """Open the stream now; returns the revision events will follow."""
