@@ -216,5 +216,23 @@ def topics_stats(service_url: str, topic: str) -> None:
     _admin_call(service_url, lambda a: a.topics.stats(topic))
 
 
+@topics.command("key-shared-lookup")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="A Key_Shared subscription of TOPIC.")
+@click.option("--key", "-k", default=None, help="A message key (ordering or partition key).")
+@click.option("--hash", "slot", type=int, default=None, help="A key hash slot in 0..65535.")
+@click.pass_obj
+def topics_key_shared_lookup(
+    service_url: str, topic: str, subscription: str, key: str | None, slot: int | None
+) -> None:
+    """Where a key (or hash) of a Key_Shared subscription goes, and which
+    unacknowledged message ids hold it (beyond pulsar-admin)."""
+    if (key is None) == (slot is None):
+        raise click.UsageError("give exactly one of --key and --hash")
+    _admin_call(
+        service_url, lambda a: a.topics.key_shared_lookup(topic, subscription, key=key, hash=slot)
+    )
+
+
 if __name__ == "__main__":
     main()

@@ -22,6 +22,13 @@ messages gets nothing more until half of them are acknowledged; 0 = no limit.
 * :class:`SharedDispatcher` (Shared): entries go round-robin to consumers
   with permits, those of the best priority level (lowest number) first;
   pending entries of a consumer that leaves are redelivered first.
+* :class:`KeySharedDispatcher` (Key_Shared): each entry goes to the consumer
+  that :mod:`broker.key_shared` picks for its key's slot. An entry that
+  cannot go now (its consumer has no permits, or the slot is still held by
+  another consumer) waits in a replay set, and every later entry of the
+  same slot waits behind it, so per-key order holds. The replay set is
+  bounded by ``key_shared_look_ahead_msg_in_replay_threshold_per_subscription``
+  (entries): past it no new entries are read until it shrinks.
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from sortedcontainers import SortedSet
+from sortedcontainers import SortedDict, SortedSet
 
+from broker.key_shared import KeyHashTracker, Selector, slot_of, sticky_key
 from protos import broker_pb2
 from protos.entry import CorruptedEntryError, num_messages, parse_metadata
 
@@ -48,6 +56,19 @@ def messages_in(data: bytes) -> int:
         return num_messages(parse_metadata(data))
     except CorruptedEntryError:
         return 1
+
+
+def slot_and_messages(data: bytes) -> tuple[int, int]:
+    """Key_Shared slot of an entry (its first message's key) and its message count."""
+    try:
+        meta = parse_metadata(data)
+    except CorruptedEntryError:
+        return slot_of(sticky_key(None, None)), 1
+    key = sticky_key(
+        meta.ordering_key if meta.HasField("ordering_key") else None,
+        meta.partition_key if meta.HasField("partition_key") else None,
+    )
+    return slot_of(key), num_messages(meta)
 
 
 class Dispatcher:
@@ -84,6 +105,16 @@ class Dispatcher:
 
     def consumer_removed(self, consumer: Consumer) -> None:
         raise NotImplementedError
+
+    def redeliver_consumer(self, consumer: Consumer) -> None:
+        """Deliver again everything ``consumer`` holds unacknowledged."""
+        raise NotImplementedError
+
+    def acked(self, consumer: Consumer, done: list[tuple[Position, int]]) -> None:
+        """``consumer``'s pending entries ``done`` (position, messages) were acked."""
+
+    def reset(self) -> None:
+        """The cursor was moved (seek): forget what waits for redelivery."""
 
     # ------------------------------------------------------------ shared helpers
 
@@ -175,6 +206,11 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self._check_active_change(force=True)
         self.trigger()
 
+    def redeliver_consumer(self, consumer: Consumer) -> None:
+        self.requeue_pending(consumer)
+        if consumer is self.active:
+            self.sub.cursor.rewind()
+
     def _check_active_change(self, force: bool = False) -> None:
         active = self.active
         if active is self._last_active and not force:
@@ -220,6 +256,12 @@ class SharedDispatcher(Dispatcher):
     def consumer_removed(self, consumer: Consumer) -> None:
         self.redeliver.update(self.requeue_pending(consumer))
         self.trigger()
+
+    def redeliver_consumer(self, consumer: Consumer) -> None:
+        self.redeliver.update(self.requeue_pending(consumer))
+
+    def reset(self) -> None:
+        self.redeliver.clear()
 
     def _ready_consumers(self) -> list[Consumer]:
         """Consumers that can take entries now, best priority level only."""
@@ -282,3 +324,145 @@ class SharedDispatcher(Dispatcher):
         # Entries read but with no consumer left to take them: deliver later.
         self.redeliver.update(leftovers)
         return bool(per_consumer)
+
+
+class KeySharedDispatcher(Dispatcher):
+    def __init__(
+        self,
+        subscription: Subscription,
+        max_entries: int,
+        max_bytes: int,
+        selector: Selector,
+        allow_out_of_order: bool,
+        max_replay_entries: int,
+    ) -> None:
+        super().__init__(subscription, max_entries, max_bytes)
+        self.tracker: KeyHashTracker = KeyHashTracker(selector, allow_out_of_order)
+        # Waiting for (re)delivery: position -> (slot, messages), in position order.
+        self.replay: SortedDict = SortedDict()
+        # Delivered and unacknowledged: position -> slot.
+        self.slots: dict[Position, int] = {}
+        self.max_replay_entries = max_replay_entries
+
+    @property
+    def selector(self) -> Selector:
+        return self.tracker.selector
+
+    def consumer_added(self, consumer: Consumer) -> None:
+        self.tracker.consumer_added(consumer)
+        self.trigger()
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        self.redeliver_consumer(consumer)
+        self.selector.remove(consumer)
+        self.tracker.consumer_removed(consumer)
+        self.trigger()
+
+    def redeliver_consumer(self, consumer: Consumer) -> None:
+        held = dict(consumer.pending)
+        for pos in self.requeue_pending(consumer):
+            slot = self.slots.get(pos)
+            if slot is not None:
+                self.replay[pos] = (slot, held[pos])
+        for pos in held:
+            self.slots.pop(pos, None)
+        self.tracker.release(consumer)
+
+    def acked(self, consumer: Consumer, done: list[tuple[Position, int]]) -> None:
+        for pos, n in done:
+            slot = self.slots.pop(pos, None)
+            if slot is not None:
+                self.tracker.acked(consumer, slot, n)
+        if self.replay:
+            self.trigger()
+
+    def reset(self) -> None:
+        self.replay.clear()
+        self.slots.clear()
+        self.tracker.clear()
+
+    def blocking_positions(self, slot: int) -> list[Position]:
+        """Unacknowledged entries of ``slot`` at its holder, oldest first."""
+        return sorted(p for p, s in self.slots.items() if s == slot)
+
+    async def _dispatch_once(self) -> bool:
+        if self._subscription_blocked():
+            return False
+        ready = [c for c in self.sub.consumers if self._can_take(c)]
+        budget = min(
+            self.max_entries,
+            sum(min(c.permits, self._allowance(c)) for c in ready),
+            self._allowance(),
+        )
+        if budget <= 0:
+            return False
+        cursor = self.sub.cursor
+        ledger = self.sub.topic.ledger
+        # Read the replay entries that look deliverable now, then new ones.
+        wanted: list[Position] = []
+        for pos, (slot, _n) in self.replay.items():
+            if len(wanted) >= budget:
+                break
+            chosen = self.selector.select(slot)
+            holder = self.tracker.holder(slot)
+            if chosen is not None and chosen in ready and holder in (None, chosen):
+                wanted.append(pos)
+        data: dict[Position, bytes] = {}
+        for pos in wanted:
+            got = await ledger.read_entries(pos, 1, self.max_bytes)
+            if got and got[0][0] == pos:
+                data[pos] = got[0][1]
+        fresh: list[tuple[Position, bytes]] = []
+        room_for_fresh = budget - len(data)
+        if (
+            room_for_fresh > 0
+            and len(self.replay) < self.max_replay_entries
+            and ledger.has_entry(ledger.normalize(cursor.read_position))
+        ):
+            fresh = await ledger.read_entries(cursor.read_position, room_for_fresh, self.max_bytes)
+            for pos, _ in fresh:
+                cursor.read_position = ledger.next_position(pos)
+        return self._assign(data, fresh) or bool(fresh)
+
+    def _assign(self, data: dict[Position, bytes], fresh: list[tuple[Position, bytes]]) -> bool:
+        """Decide, with no await, where the entries read go (see the module doc)."""
+        cursor = self.sub.cursor
+        room = {
+            c: min(c.permits, self._allowance(c)) for c in self.sub.consumers if self._can_take(c)
+        }
+        subscription_room = self._allowance()
+
+        def has_room(c: Consumer) -> bool:
+            return room.get(c, 0) > 0 and subscription_room > 0
+
+        plan: dict[int, tuple[Consumer, list[tuple[Position, bytes, int]]]] = {}
+        waiting: set[int] = set()  # slots with an older entry still waiting
+
+        def place(pos: Position, slot: int, n: int, entry: bytes | None) -> bool:
+            nonlocal subscription_room
+            if entry is None or slot in waiting:
+                waiting.add(slot)
+                return False
+            consumer = self.tracker.target(slot, has_room)
+            if consumer is None:
+                waiting.add(slot)
+                return False
+            room[consumer] -= n
+            subscription_room -= n
+            plan.setdefault(consumer.id, (consumer, []))[1].append((pos, entry, n))
+            self.tracker.delivered(consumer, slot, n)
+            self.slots[pos] = slot
+            return True
+
+        for pos, (slot, n) in list(self.replay.items()):
+            if cursor.is_acked(pos) or place(pos, slot, n, data.get(pos)):
+                del self.replay[pos]
+        for pos, entry in fresh:
+            if cursor.is_acked(pos):
+                continue
+            slot, n = slot_and_messages(entry)
+            if not place(pos, slot, n, entry):
+                self.replay[pos] = (slot, n)
+        for consumer, batch in plan.values():
+            self._send(consumer, batch)
+        return bool(plan)

@@ -20,10 +20,12 @@ from prometheus_client import Counter
 
 from bookie.ledger_client import LedgerClient
 from broker.dedup import DUPLICATE, IN_FLIGHT
+from broker.dispatcher import KeySharedDispatcher
+from broker.key_shared import SLOT_MAX, slot_of
 from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
 from broker.settings import BrokerSettings
-from broker.stats import topic_stats
-from broker.topic import BrokerError, Topic
+from broker.stats import key_shared_lookup, topic_stats
+from broker.topic import SUB_TYPE_NAMES, BrokerError, KeySharedPolicy, Topic
 from metastore.client import MetastoreClient
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.entry import CorruptedEntryError, split_entry
@@ -467,6 +469,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 mark_delete = _start_mark_delete(
                     topic, sub_req.start_message_id, sub_req.start_message_id_inclusive
                 )
+            key_shared = None
+            if sub_req.sub_type == broker_pb2.KEY_SHARED:
+                key_shared = KeySharedPolicy.from_proto(sub_req.key_shared)
             consumer = await topic.subscribe(
                 sub_req.subscription,
                 sub_req.sub_type,
@@ -475,6 +480,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 sub_req.consumer_name or f"{self.broker_name}-c{next(_consumer_names)}",
                 sub_req.priority_level,
                 mark_delete,
+                key_shared,
             )
         except Exception as exc:
             yield broker_pb2.ConsumerResponse(error=_error_of(exc))
@@ -626,15 +632,50 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))
 
+    async def _existing_topic(self, topic_name: str) -> Topic:
+        name = TopicName.parse(topic_name)
+        topic = self.broker.topics.get(name.full_name)
+        if topic is None:
+            key = f"/managed-ledgers/{name.persistence_path}"
+            if await self.broker.metastore.get(key) is None:
+                raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
+            topic = await self.broker.get_topic(name)
+        return topic
+
     async def TopicStats(self, request, context):  # type: ignore[no-untyped-def]
         try:
-            name = TopicName.parse(request.topic)
-            topic = self.broker.topics.get(name.full_name)
-            if topic is None:
-                key = f"/managed-ledgers/{name.persistence_path}"
-                if await self.broker.metastore.get(key) is None:
-                    raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
-                topic = await self.broker.get_topic(name)
+            topic = await self._existing_topic(request.topic)
             return broker_pb2.JsonResponse(json=json.dumps(topic_stats(topic)))
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
+
+    async def KeySharedLookup(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            topic = await self._existing_topic(request.topic)
+            sub = topic.subscriptions.get(request.subscription)
+            if sub is None:
+                raise BrokerError(
+                    f"subscription {request.subscription!r} does not exist on {topic.name}",
+                    common_pb2.SUBSCRIPTION_NOT_FOUND,
+                )
+            if not isinstance(sub.dispatcher, KeySharedDispatcher):
+                raise BrokerError(
+                    f"subscription {sub.name!r} is {SUB_TYPE_NAMES.get(sub.sub_type)}, "
+                    "not Key_Shared",
+                    common_pb2.NOT_ALLOWED,
+                )
+            what = request.WhichOneof("what")
+            if what is None:
+                raise BrokerError("give a key or a hash", common_pb2.INVALID_ARGUMENT)
+            slot = slot_of(request.key) if what == "key" else request.hash
+            if not 0 <= slot <= SLOT_MAX:
+                raise BrokerError(
+                    f"hash {slot} is outside 0..{SLOT_MAX}", common_pb2.INVALID_ARGUMENT
+                )
+            return broker_pb2.JsonResponse(
+                json=json.dumps(
+                    key_shared_lookup(sub.dispatcher, slot, request.key if what == "key" else None)
+                )
+            )
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))

@@ -83,6 +83,16 @@ class BrokerSettings:
         "Unacknowledged messages of a whole subscription; at the limit dispatch stops "
         "until half are acknowledged (0 = no limit).",
     )
+    subscription_key_shared_use_consistent_hashing: bool = setting(
+        False,
+        "Key_Shared AUTO_SPLIT consumers share a consistent-hashing ring (100 points each) "
+        "instead of splitting hash ranges (Pulsar 4 defaults to true).",
+    )
+    key_shared_look_ahead_msg_in_replay_threshold_per_subscription: int = setting(
+        20000,
+        "Key_Shared: entries waiting for a busy or draining key before the subscription "
+        "stops reading new ones.",
+    )
     max_subscriptions_per_topic: int = setting(10000, "Subscriptions of one topic.")
     max_pending_publish_entries_per_producer: int = setting(
         10000, "Entries of one producer awaiting storage before the broker stops reading it."

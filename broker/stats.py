@@ -13,10 +13,11 @@ import collections
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.dispatcher import KeySharedDispatcher
 from protos import broker_pb2
 
 if TYPE_CHECKING:
-    from broker.topic import Subscription, Topic
+    from broker.topic import Consumer, Subscription, Topic
 
 RATE_WINDOW_S = 10.0
 _SAMPLES = 12
@@ -96,6 +97,39 @@ def subscription_backlog(sub: Subscription) -> int:
     return max(0, backlog)
 
 
+def key_shared_consumer_stats(dispatcher: KeySharedDispatcher, c: Consumer) -> dict[str, Any]:
+    """Pulsar 4's Key_Shared consumer fields (hash slots 0..65535)."""
+    draining = dispatcher.tracker.draining(c)
+    ranges = dispatcher.selector.ranges().get(c, [])
+    return {
+        "keyHashRangeArrays": [[s, e] for s, e in ranges],
+        "keyHashRanges": [f"[{s}, {e}]" for s, e in ranges],
+        "drainingHashesCount": draining.count,
+        "drainingHashesClearedTotal": draining.cleared_total,
+        "drainingHashesUnackedMessages": draining.unacked,
+        "drainingHashes": draining.hashes,
+    }
+
+
+def key_shared_lookup(
+    dispatcher: KeySharedDispatcher, slot: int, key: str | None
+) -> dict[str, Any]:
+    """Which consumer a slot goes to, who holds it, and which unacknowledged
+    message ids keep it from moving (the seed's "future improvement")."""
+    chosen = dispatcher.selector.select(slot)
+    holder = dispatcher.tracker.holder(slot)
+    positions = dispatcher.blocking_positions(slot) if holder is not None else []
+    return {
+        "key": key,
+        "hash": slot,
+        "consumer": chosen.name if chosen is not None else None,
+        "holder": holder.name if holder is not None else None,
+        "draining": holder is not None and holder is not chosen,
+        "unackedMessageIds": [f"{ledger}:{entry}" for ledger, entry in positions],
+        "waitingForDelivery": sum(1 for s, _ in dispatcher.replay.values() if s == slot),
+    }
+
+
 def topic_stats(topic: Topic) -> dict[str, Any]:
     from broker.topic import SUB_TYPE_NAMES
 
@@ -126,18 +160,19 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
             r, t = c.meter.rates()
             s_rate += r
             s_thr += t
-            consumers.append(
-                {
-                    "consumerName": c.name,
-                    "msgRateOut": r,
-                    "msgThroughputOut": t,
-                    "availablePermits": c.permits,
-                    "unackedMessages": c.unacked,
-                    "blockedConsumerOnUnackedMsgs": c.blocked,
-                    "redeliveryCount": c.redelivered,
-                    "priorityLevel": c.priority_level,
-                }
-            )
+            consumer = {
+                "consumerName": c.name,
+                "msgRateOut": r,
+                "msgThroughputOut": t,
+                "availablePermits": c.permits,
+                "unackedMessages": c.unacked,
+                "blockedConsumerOnUnackedMsgs": c.blocked,
+                "redeliveryCount": c.redelivered,
+                "priorityLevel": c.priority_level,
+            }
+            if isinstance(sub.dispatcher, KeySharedDispatcher):
+                consumer.update(key_shared_consumer_stats(sub.dispatcher, c))
+            consumers.append(consumer)
         backlog = subscription_backlog(sub)
         backlog_entries = max(backlog_entries, backlog)
         subscriptions[name] = {

@@ -10,7 +10,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.dedup import Deduplication
-from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
+from broker.dispatcher import (
+    Dispatcher,
+    KeySharedDispatcher,
+    SharedDispatcher,
+    SingleActiveConsumerDispatcher,
+)
+from broker.key_shared import (
+    AutoSplitHashRangeSelector,
+    ConsistentHashingSelector,
+    ConsumerAssignError,
+    Selector,
+    StickyRangeSelector,
+)
 from broker.managed_ledger import ManagedCursor, ManagedLedger
 from broker.settings import BrokerSettings
 from broker.stats import Meter
@@ -34,6 +46,32 @@ class BrokerError(MagnetarServerError):
 
 def _err(code: int, message: str) -> BrokerError:
     return BrokerError(message, code)
+
+
+@dataclass(frozen=True)
+class KeySharedPolicy:
+    mode: int = broker_pb2.AUTO_SPLIT
+    allow_out_of_order: bool = False
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def from_proto(cls, meta: broker_pb2.KeySharedMeta) -> KeySharedPolicy:
+        if meta.mode not in broker_pb2.KeySharedMode.values():
+            raise _err(common_pb2.INVALID_ARGUMENT, f"unknown Key_Shared mode {meta.mode}")
+        if len(meta.range_starts) != len(meta.range_ends):
+            raise _err(
+                common_pb2.INVALID_ARGUMENT,
+                f"{len(meta.range_starts)} range starts but {len(meta.range_ends)} range ends",
+            )
+        return cls(
+            meta.mode,
+            meta.allow_out_of_order_delivery,
+            tuple(zip(meta.range_starts, meta.range_ends, strict=True)),
+        )
+
+    def describe(self) -> str:
+        mode = "STICKY" if self.mode == broker_pb2.STICKY else "AUTO_SPLIT"
+        return f"{mode}, allow_out_of_order_delivery={self.allow_out_of_order}"
 
 
 _producer_ids = itertools.count(1)
@@ -78,7 +116,14 @@ class Consumer:
 
 
 class Subscription:
-    def __init__(self, topic: Topic, name: str, sub_type: int, cursor: ManagedCursor) -> None:
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        sub_type: int,
+        cursor: ManagedCursor,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> None:
         self.topic = topic
         self.name = name
         self.sub_type = sub_type
@@ -86,12 +131,31 @@ class Subscription:
         self.consumers: list[Consumer] = []
         self.redelivery_counts: dict[tuple[int, int], int] = {}
         self.blocked = False
-        self.dispatcher: Dispatcher = self._new_dispatcher(sub_type)
+        self.key_shared = key_shared or KeySharedPolicy()
+        self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
 
-    def _new_dispatcher(self, sub_type: int) -> Dispatcher:
+    def _new_dispatcher(self, sub_type: int, key_shared: KeySharedPolicy) -> Dispatcher:
         s = self.topic.settings
-        cls = SharedDispatcher if sub_type == broker_pb2.SHARED else SingleActiveConsumerDispatcher
-        return cls(self, s.dispatcher_max_read_batch_size, s.dispatcher_max_read_size_bytes)
+        entries, size = s.dispatcher_max_read_batch_size, s.dispatcher_max_read_size_bytes
+        if sub_type == broker_pb2.KEY_SHARED:
+            selector: Selector
+            if key_shared.mode == broker_pb2.STICKY:
+                selector = StickyRangeSelector()
+            elif s.subscription_key_shared_use_consistent_hashing:
+                selector = ConsistentHashingSelector()
+            else:
+                selector = AutoSplitHashRangeSelector()
+            return KeySharedDispatcher(
+                self,
+                entries,
+                size,
+                selector,
+                key_shared.allow_out_of_order,
+                s.key_shared_look_ahead_msg_in_replay_threshold_per_subscription,
+            )
+        if sub_type == broker_pb2.SHARED:
+            return SharedDispatcher(self, entries, size)
+        return SingleActiveConsumerDispatcher(self, entries, size)
 
     @property
     def unacked(self) -> int:
@@ -113,7 +177,14 @@ class Subscription:
             return ordered[index % len(ordered)]
         return live[0]
 
-    def add_consumer(self, name: str, sub_type: int, priority_level: int = 0) -> Consumer:
+    def add_consumer(
+        self,
+        name: str,
+        sub_type: int,
+        priority_level: int = 0,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> Consumer:
+        key_shared = key_shared or KeySharedPolicy()
         if self.consumers and sub_type != self.sub_type:
             raise _err(
                 common_pb2.CONSUMER_BUSY,
@@ -121,10 +192,17 @@ class Subscription:
                 f"{SUB_TYPE_NAMES[self.sub_type]} with consumers connected; "
                 f"a {SUB_TYPE_NAMES.get(sub_type, sub_type)} consumer cannot join",
             )
-        if sub_type == broker_pb2.KEY_SHARED:
+        if (
+            self.consumers
+            and sub_type == broker_pb2.KEY_SHARED
+            and (key_shared.mode, key_shared.allow_out_of_order)
+            != (self.key_shared.mode, self.key_shared.allow_out_of_order)
+        ):
             raise _err(
-                common_pb2.NOT_ALLOWED,
-                "Key_Shared subscriptions are not supported yet; use Exclusive, Failover or Shared",
+                common_pb2.CONSUMER_BUSY,
+                f"Key_Shared subscription {self.name!r} on {self.topic.name} is "
+                f"{self.key_shared.describe()}; a consumer with {key_shared.describe()} "
+                "cannot join",
             )
         if sub_type == broker_pb2.EXCLUSIVE and self.consumers:
             raise _err(
@@ -134,12 +212,21 @@ class Subscription:
             )
         if len(self.consumers) >= self.topic.settings.max_consumers_per_subscription:
             raise _err(common_pb2.TOO_MANY_REQUESTS, "max_consumers_per_subscription reached")
-        if not self.consumers and sub_type != self.sub_type:
-            # The first consumer sets the type; every consumer had left.
-            self.sub_type = sub_type
-            self.dispatcher = self._new_dispatcher(sub_type)
-            self.cursor.rewind()
+        # The first consumer sets the type (again, once every consumer has left).
+        switching = not self.consumers and (
+            sub_type != self.sub_type
+            or (sub_type == broker_pb2.KEY_SHARED and key_shared != self.key_shared)
+        )
+        dispatcher = self._new_dispatcher(sub_type, key_shared) if switching else self.dispatcher
         consumer = Consumer(self, name, priority_level)
+        if isinstance(dispatcher, KeySharedDispatcher):
+            try:
+                dispatcher.selector.add(consumer, name, list(key_shared.ranges))
+            except ConsumerAssignError as exc:
+                raise _err(common_pb2.CONSUMER_ASSIGN_ERROR, str(exc)) from None
+        if switching:
+            self.sub_type, self.key_shared, self.dispatcher = sub_type, key_shared, dispatcher
+            self.cursor.rewind()
         self.consumers.append(consumer)
         self.dispatcher.consumer_added(consumer)
         return consumer
@@ -156,10 +243,11 @@ class Subscription:
     ) -> None:
         if not positions:
             return
-        if cumulative and self.sub_type == broker_pb2.SHARED:
+        if cumulative and self.sub_type in (broker_pb2.SHARED, broker_pb2.KEY_SHARED):
             raise _err(
                 common_pb2.NOT_ALLOWED,
-                f"cumulative acknowledgement is not allowed on Shared subscription {self.name!r}",
+                "cumulative acknowledgement is not allowed on "
+                f"{SUB_TYPE_NAMES[self.sub_type]} subscription {self.name!r}",
             )
         self.cursor.ack(positions, cumulative)
         counts = self.redelivery_counts
@@ -175,9 +263,12 @@ class Subscription:
                 done = [p for p in c.pending if p <= top]
             else:
                 done = [p for p in positions if p in c.pending]
-            for p in done:
-                c.unacked -= c.pending.pop(p)
+            acked = [(p, c.pending.pop(p)) for p in done]
+            for p, n in acked:
+                c.unacked -= n
                 counts.pop(p, None)
+            if acked:
+                self.dispatcher.acked(c, acked)
             unblock |= bool(done) and c.blocked
         if cumulative and counts:
             top = max(positions)
@@ -193,17 +284,12 @@ class Subscription:
             c.unacked = 0
             c.blocked = False
         self.redelivery_counts.clear()
-        if isinstance(self.dispatcher, SharedDispatcher):
-            self.dispatcher.redeliver.clear()
+        self.dispatcher.reset()
         self.cursor.reset(mark_delete)
         self.dispatcher.trigger()
 
     def redeliver_unacked(self, consumer: Consumer) -> None:
-        positions = self.dispatcher.requeue_pending(consumer)
-        if isinstance(self.dispatcher, SharedDispatcher):
-            self.dispatcher.redeliver.update(positions)
-        elif consumer is self.active_consumer():
-            self.cursor.rewind()
+        self.dispatcher.redeliver_consumer(consumer)
         self.dispatcher.trigger()
 
     def on_new_entries(self) -> None:
@@ -326,6 +412,7 @@ class Topic:
         consumer_name: str,
         priority_level: int = 0,
         mark_delete: tuple[int, int] | None = None,
+        key_shared: KeySharedPolicy | None = None,
     ) -> Consumer:
         async with self._sub_lock:
             sub = self.subscriptions.get(sub_name)
@@ -344,9 +431,15 @@ class Topic:
                     max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
                     mark_delete=mark_delete,
                 )
-                sub = Subscription(self, sub_name, sub_type, cursor)
+                sub = Subscription(self, sub_name, sub_type, cursor, key_shared)
+                try:
+                    consumer = sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+                except BrokerError:
+                    await cursor.delete()  # refused: as if it never tried to subscribe
+                    raise
                 self.subscriptions[sub_name] = sub
-            return sub.add_consumer(consumer_name, sub_type, priority_level)
+                return consumer
+            return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
 
     async def unsubscribe(self, consumer: Consumer) -> None:
         """Delete ``consumer``'s subscription; it must be the only consumer."""

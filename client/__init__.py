@@ -25,6 +25,7 @@ from client.enums import (
 from client.exceptions import *  # noqa: F403 - every Pulsar-named exception
 from client.exceptions import MagnetarError
 from client.message import Message
+from client.policies import ConsumerKeySharedPolicy
 from protos.message_id import MessageId
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",

@@ -23,7 +23,7 @@ import grpc
 
 from client._connection import Connection, call_in_loop
 from client._producer import from_wire_or
-from client.enums import ConsumerType, InitialPosition, SubscriptionMode
+from client.enums import ConsumerType, InitialPosition, KeySharedMode, SubscriptionMode
 from client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
@@ -33,6 +33,7 @@ from client.exceptions import (
     from_wire,
 )
 from client.message import Message, unpack_entry
+from client.policies import ConsumerKeySharedPolicy
 from protos import broker_pb2, common_pb2
 from protos.message_id import MessageId
 
@@ -57,6 +58,7 @@ class ConsumerOptions:
     initial_position: InitialPosition = InitialPosition.Latest
     subscription_mode: SubscriptionMode = SubscriptionMode.Durable
     priority_level: int = 0
+    key_shared_policy: ConsumerKeySharedPolicy | None = None
     # Readers: where to start (None = initial_position).
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
@@ -75,10 +77,35 @@ class ConsumerOptions:
             raise InvalidConfiguration(
                 f"consumer_type {self.consumer_type!r} is not a ConsumerType"
             )
+        if self.key_shared_policy is not None:
+            if not isinstance(self.key_shared_policy, ConsumerKeySharedPolicy):
+                raise InvalidConfiguration(
+                    f"key_shared_policy {self.key_shared_policy!r} is not a ConsumerKeySharedPolicy"
+                )
+            if self.consumer_type != ConsumerType.KeyShared:
+                raise InvalidConfiguration(
+                    f"key_shared_policy is for ConsumerType.KeyShared, not {self.consumer_type.name}"
+                )
         if not isinstance(self.initial_position, InitialPosition):
             raise InvalidConfiguration(
                 f"initial_position {self.initial_position!r} is not an InitialPosition"
             )
+
+
+def _key_shared_meta(policy: ConsumerKeySharedPolicy | None) -> broker_pb2.KeySharedMeta:
+    if policy is None:
+        return broker_pb2.KeySharedMeta()
+    ranges = policy.sticky_ranges()
+    return broker_pb2.KeySharedMeta(
+        mode=(
+            broker_pb2.STICKY
+            if policy.key_shared_mode() == KeySharedMode.Sticky
+            else broker_pb2.AUTO_SPLIT
+        ),
+        allow_out_of_order_delivery=policy.allow_out_of_order_delivery(),
+        range_starts=[r[0] for r in ranges],
+        range_ends=[r[1] for r in ranges],
+    )
 
 
 class ConsumerEngine:
@@ -142,6 +169,7 @@ class ConsumerEngine:
                     priority_level=self.opts.priority_level,
                     start_message_id=_id_data(self.opts.start_message_id),
                     start_message_id_inclusive=self.opts.start_message_id_inclusive,
+                    key_shared=_key_shared_meta(self.opts.key_shared_policy),
                 )
             )
         )

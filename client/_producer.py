@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import grpc
 
 from client._connection import Connection, call_in_loop
-from client.enums import ProducerAccessMode
+from client.enums import BatchingType, ProducerAccessMode
 from client.exceptions import (
     AlreadyClosed,
     InvalidConfiguration,
@@ -52,8 +52,13 @@ class ProducerOptions:
     batching_max_allowed_size_in_bytes: int = 131072
     batching_max_publish_delay_ms: int = 10
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+    batching_type: BatchingType = BatchingType.Default
 
     def validate(self) -> None:
+        if not isinstance(self.batching_type, BatchingType):
+            raise InvalidConfiguration(
+                f"batching_type {self.batching_type!r} is not a BatchingType"
+            )
         if self.max_pending_messages < 1:
             raise InvalidConfiguration(
                 f"max_pending_messages is {self.max_pending_messages}; it must be >= 1"
@@ -81,6 +86,16 @@ class _Batch:
         self.sequence_id = messages[0].sequence_id
         self.num_messages = len(messages)
         self.sent_at = 0.0
+
+
+def group_by_key(messages: list[PendingMessage]) -> list[list[PendingMessage]]:
+    """Key-based batching: one batch per key (ordering key, else partition key;
+    keyless messages together), in order of each key's first message."""
+    groups: dict[object, list[PendingMessage]] = {}
+    for m in messages:
+        key = m.ordering_key if m.ordering_key is not None else m.partition_key
+        groups.setdefault(key, []).append(m)
+    return list(groups.values())
 
 
 class ProducerEngine:
@@ -261,8 +276,13 @@ class ProducerEngine:
         messages, self._open, self._open_bytes = self._open, [], 0
         if not messages:
             return
-        entry = build_entry(messages, self.name, int(time.time() * 1000))
-        self._ready.append(_Batch(messages, entry))
+        now_ms = int(time.time() * 1000)
+        if self.opts.batching_type == BatchingType.KeyBased and len(messages) > 1:
+            groups = group_by_key(messages)
+        else:
+            groups = [messages]
+        for group in groups:
+            self._ready.append(_Batch(group, build_entry(group, self.name, now_ms)))
 
     def _kick(self) -> None:
         with self._lock:

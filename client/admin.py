@@ -30,6 +30,25 @@ class _Topics:
         consumers[...]}} and counters."""
         return self._admin._json("TopicStats", broker_pb2.TopicStatsRequest(topic=topic))
 
+    def key_shared_lookup(
+        self, topic: str, subscription: str, key: str | None = None, hash: int | None = None
+    ) -> dict[str, Any]:
+        """For a Key_Shared subscription (beyond pulsar-admin): the ``hash``
+        (slot in 0..65535) of ``key`` (or the ``hash`` given), the
+        ``consumer`` it goes to, the ``holder`` with unacknowledged messages
+        of it, whether it is ``draining`` and the ``unackedMessageIds``
+        ("ledger:entry") that hold it."""
+        if (key is None) == (hash is None):
+            from client.exceptions import InvalidConfiguration
+
+            raise InvalidConfiguration("give exactly one of key= and hash=")
+        req = broker_pb2.KeySharedLookupRequest(topic=topic, subscription=subscription)
+        if key is not None:
+            req.key = key
+        else:
+            req.hash = int(hash)  # type: ignore[arg-type]
+        return self._admin._json("KeySharedLookup", req)
+
 
 class _Namespaces:
     def __init__(self, admin: Admin) -> None:

@@ -51,6 +51,7 @@ PRODUCER_OPTIONS = {
     "batching_max_allowed_size_in_bytes",
     "batching_max_publish_delay_ms",
     "access_mode",
+    "batching_type",
 }
 CONSUMER_OPTIONS = {
     "consumer_type",
@@ -59,6 +60,7 @@ CONSUMER_OPTIONS = {
     "initial_position",
     "subscription_mode",
     "priority_level",
+    "key_shared_policy",
 }
 
 
@@ -257,10 +259,6 @@ class Client:
         if not isinstance(subscription_name, str) or not subscription_name:
             raise InvalidConfiguration("subscription_name must be a non-empty str")
         opts = ConsumerOptions(**options)
-        if opts.consumer_type == ConsumerType.KeyShared:
-            raise InvalidConfiguration(
-                "consumer_type KeyShared is not available yet; use Exclusive, Failover or Shared"
-            )
         engine = ConsumerEngine(
             self._conn(), name, subscription_name, opts, asyncio.get_running_loop()
         )

@@ -268,6 +268,9 @@ def build_entry(messages: list[PendingMessage], producer_name: str, publish_time
     plain = b"".join(parts)
     meta.num_messages_in_batch = len(messages)
     meta.uncompressed_size = len(plain)
-    if messages[0].partition_key is not None:
-        meta.partition_key = messages[0].partition_key
+    # A batch's key is its first message's (Key_Shared dispatches on it).
+    if first.partition_key is not None:
+        meta.partition_key = first.partition_key
+    if first.ordering_key is not None:
+        meta.ordering_key = first.ordering_key
     return encode_entry(meta, plain)

@@ -27,6 +27,11 @@ class InitialPositionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LATEST: _ClassVar[InitialPositionType]
     EARLIEST: _ClassVar[InitialPositionType]
 
+class KeySharedMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUTO_SPLIT: _ClassVar[KeySharedMode]
+    STICKY: _ClassVar[KeySharedMode]
+
 class AckType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     INDIVIDUAL: _ClassVar[AckType]
@@ -41,6 +46,8 @@ FAILOVER: SubType
 KEY_SHARED: SubType
 LATEST: InitialPositionType
 EARLIEST: InitialPositionType
+AUTO_SPLIT: KeySharedMode
+STICKY: KeySharedMode
 INDIVIDUAL: AckType
 CUMULATIVE: AckType
 
@@ -123,7 +130,7 @@ class ProducerResponse(_message.Message):
     def __init__(self, created: _Optional[_Union[ProducerCreated, _Mapping]] = ..., receipts: _Optional[_Union[SendReceipts, _Mapping]] = ..., send_error: _Optional[_Union[SendError, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class Subscribe(_message.Message):
-    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive")
+    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive", "key_shared")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SUB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +140,7 @@ class Subscribe(_message.Message):
     PRIORITY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     START_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     START_MESSAGE_ID_INCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    KEY_SHARED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscription: str
     sub_type: SubType
@@ -142,7 +150,20 @@ class Subscribe(_message.Message):
     priority_level: int
     start_message_id: _common_pb2.MessageIdData
     start_message_id_inclusive: bool
-    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ...) -> None: ...
+    key_shared: KeySharedMeta
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ..., key_shared: _Optional[_Union[KeySharedMeta, _Mapping]] = ...) -> None: ...
+
+class KeySharedMeta(_message.Message):
+    __slots__ = ("mode", "allow_out_of_order_delivery", "range_starts", "range_ends")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_OUT_OF_ORDER_DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    RANGE_STARTS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_ENDS_FIELD_NUMBER: _ClassVar[int]
+    mode: KeySharedMode
+    allow_out_of_order_delivery: bool
+    range_starts: _containers.RepeatedScalarFieldContainer[int]
+    range_ends: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, mode: _Optional[_Union[KeySharedMode, str]] = ..., allow_out_of_order_delivery: _Optional[bool] = ..., range_starts: _Optional[_Iterable[int]] = ..., range_ends: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Flow(_message.Message):
     __slots__ = ("permits",)
@@ -257,6 +278,18 @@ class LastMessageId(_message.Message):
 class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class KeySharedLookupRequest(_message.Message):
+    __slots__ = ("topic", "subscription", "key", "hash")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscription: str
+    key: str
+    hash: int
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., key: _Optional[str] = ..., hash: _Optional[int] = ...) -> None: ...
 
 class SetNamespaceDeduplicationRequest(_message.Message):
     __slots__ = ("namespace", "enabled")

@@ -161,6 +161,11 @@ class BrokerAdminStub:
                 request_serializer=protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.KeySharedLookup = channel.unary_unary(
+                '/magnetar.BrokerAdmin/KeySharedLookup',
+                request_serializer=protos_dot_broker__pb2.KeySharedLookupRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -181,6 +186,14 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KeySharedLookup(self, request, context):
+        """Key_Shared troubleshooting (beyond pulsar-admin): a key's or hash's
+        consumer, its holder and the unacknowledged message ids that block it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +205,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'SetNamespaceDeduplication': grpc.unary_unary_rpc_method_handler(
                     servicer.SetNamespaceDeduplication,
                     request_deserializer=protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'KeySharedLookup': grpc.unary_unary_rpc_method_handler(
+                    servicer.KeySharedLookup,
+                    request_deserializer=protos_dot_broker__pb2.KeySharedLookupRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -250,6 +268,33 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/SetNamespaceDeduplication',
             protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeySharedLookup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/KeySharedLookup',
+            protos_dot_broker__pb2.KeySharedLookupRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,

@@ -26,6 +26,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CORRUPTED_MESSAGE: _ClassVar[ErrorCode]
     TOO_MANY_REQUESTS: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
+    CONSUMER_ASSIGN_ERROR: _ClassVar[ErrorCode]
     BAD_VERSION: _ClassVar[ErrorCode]
     KEY_NOT_FOUND: _ClassVar[ErrorCode]
     SESSION_EXPIRED: _ClassVar[ErrorCode]
@@ -64,6 +65,7 @@ PERSISTENCE_ERROR: ErrorCode
 CORRUPTED_MESSAGE: ErrorCode
 TOO_MANY_REQUESTS: ErrorCode
 PRODUCER_FENCED: ErrorCode
+CONSUMER_ASSIGN_ERROR: ErrorCode
 BAD_VERSION: ErrorCode
 KEY_NOT_FOUND: ErrorCode
 SESSION_EXPIRED: ErrorCode
