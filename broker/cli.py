@@ -216,6 +216,23 @@ def topics_stats(service_url: str, topic: str) -> None:
     _admin_call(service_url, lambda a: a.topics.stats(topic))
 
 
+@topics.command("create-partitioned-topic")
+@click.argument("topic")
+@click.option("--partitions", "-p", type=int, required=True, help="Number of partitions.")
+@click.pass_obj
+def topics_create_partitioned_topic(service_url: str, topic: str, partitions: int) -> None:
+    """Create TOPIC with PARTITIONS partitions (TOPIC-partition-0 ...)."""
+    _admin_call(service_url, lambda a: a.topics.create_partitioned_topic(topic, partitions))
+
+
+@topics.command("get-partitioned-topic-metadata")
+@click.argument("topic")
+@click.pass_obj
+def topics_get_partitioned_topic_metadata(service_url: str, topic: str) -> None:
+    """Partitions of TOPIC (0: not partitioned)."""
+    _admin_call(service_url, lambda a: a.topics.get_partitioned_topic_metadata(topic))
+
+
 @topics.command("key-shared-lookup")
 @click.argument("topic")
 @click.option("--subscription", "-s", required=True, help="A Key_Shared subscription of TOPIC.")

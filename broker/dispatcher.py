@@ -22,6 +22,10 @@ messages gets nothing more until half of them are acknowledged; 0 = no limit.
 * :class:`SharedDispatcher` (Shared): entries go round-robin to consumers
   with permits, those of the best priority level (lowest number) first;
   pending entries of a consumer that leaves are redelivered first.
+* :class:`NonPersistentDispatcher` (every type on a non-persistent topic):
+  an entry goes out the moment it is published, to the consumer the type
+  picks among those with permits, or is dropped (and counted) when none
+  has any. Nothing is pending and nothing is redelivered.
 * :class:`KeySharedDispatcher` (Key_Shared): each entry goes to the consumer
   that :mod:`broker.key_shared` picks for its key's slot. An entry that
   cannot go now (its consumer has no permits, or the slot is still held by
@@ -40,6 +44,7 @@ from typing import TYPE_CHECKING
 from sortedcontainers import SortedDict, SortedSet
 
 from broker.key_shared import KeyHashTracker, Selector, slot_of, sticky_key
+from broker.meter import Meter
 from protos import broker_pb2
 from protos.entry import CorruptedEntryError, num_messages, parse_metadata
 
@@ -115,6 +120,10 @@ class Dispatcher:
 
     def reset(self) -> None:
         """The cursor was moved (seek): forget what waits for redelivery."""
+
+    def place(self, consumer: Consumer, ranges: list[tuple[int, int]]) -> None:
+        """Key_Shared: give a joining consumer its hash ranges (ConsumerAssignError
+        when it cannot have them; nothing changes then)."""
 
     # ------------------------------------------------------------ shared helpers
 
@@ -225,7 +234,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self._check_active_change()
         consumer = self.active
         cursor = self.sub.cursor
-        ledger = self.sub.topic.ledger
+        ledger = self.sub.ledger
         if consumer is None or not self._can_take(consumer) or self._subscription_blocked():
             return False
         if not ledger.has_entry(ledger.normalize(cursor.read_position)):
@@ -282,7 +291,7 @@ class SharedDispatcher(Dispatcher):
         if not ready:
             return False
         cursor = self.sub.cursor
-        ledger = self.sub.topic.ledger
+        ledger = self.sub.ledger
         budget = min(self.max_entries, sum(c.permits for c in ready), self._allowance())
         if budget <= 0:
             return False
@@ -348,6 +357,9 @@ class KeySharedDispatcher(Dispatcher):
     def selector(self) -> Selector:
         return self.tracker.selector
 
+    def place(self, consumer: Consumer, ranges: list[tuple[int, int]]) -> None:
+        self.selector.add(consumer, consumer.name, ranges)
+
     def consumer_added(self, consumer: Consumer) -> None:
         self.tracker.consumer_added(consumer)
         self.trigger()
@@ -397,7 +409,7 @@ class KeySharedDispatcher(Dispatcher):
         if budget <= 0:
             return False
         cursor = self.sub.cursor
-        ledger = self.sub.topic.ledger
+        ledger = self.sub.ledger
         # Read the replay entries that look deliverable now, then new ones.
         wanted: list[Position] = []
         for pos, (slot, _n) in self.replay.items():
@@ -466,3 +478,57 @@ class KeySharedDispatcher(Dispatcher):
         for consumer, batch in plan.values():
             self._send(consumer, batch)
         return bool(plan)
+
+
+class NonPersistentDispatcher(Dispatcher):
+    def __init__(
+        self, subscription: Subscription, sub_type: int, selector: Selector | None
+    ) -> None:
+        super().__init__(subscription, 0, 0)
+        self.sub_type = sub_type
+        self.selector = selector
+        self._next = 0
+        self.dropped = Meter()
+
+    def trigger(self) -> None:
+        pass  # nothing is stored, so there is nothing to catch up on
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        if self.selector is not None:
+            self.selector.remove(consumer)
+
+    def redeliver_consumer(self, consumer: Consumer) -> None:
+        pass  # delivered messages are not kept
+
+    def place(self, consumer: Consumer, ranges: list[tuple[int, int]]) -> None:
+        if self.selector is not None:
+            self.selector.add(consumer, consumer.name, ranges)
+
+    def _pick(self, slot: int) -> Consumer | None:
+        live = [c for c in self.sub.consumers if not c.closed and c.permits > 0]
+        if not live:
+            return None
+        if self.sub_type == broker_pb2.KEY_SHARED:
+            assert self.selector is not None
+            chosen = self.selector.select(slot)
+            return chosen if chosen in live else None
+        if self.sub_type == broker_pb2.SHARED:
+            best = min(c.priority_level for c in live)
+            ready = [c for c in live if c.priority_level == best]
+            self._next = (self._next + 1) % len(ready)
+            return ready[self._next]
+        active = self.sub.active_consumer()
+        return active if active in live else None
+
+    def dispatch_entry(self, pos: Position, entry: bytes, messages: int, slot: int) -> None:
+        consumer = self._pick(slot)
+        if consumer is None:
+            self.dropped.add(messages, len(entry))
+            return
+        msg = broker_pb2.Deliveries(
+            ledger_ids=[pos[0]], entry_ids=[pos[1]], redelivery_counts=[0], entries=[entry]
+        )
+        consumer.permits -= messages
+        consumer.meter.add(messages, len(entry))
+        self.sub.topic.meter_out.add(messages, len(entry))
+        consumer.deliver(broker_pb2.ConsumerResponse(deliveries=msg))

@@ -23,9 +23,10 @@ from broker.dedup import DUPLICATE, IN_FLIGHT
 from broker.dispatcher import KeySharedDispatcher
 from broker.key_shared import SLOT_MAX, slot_of
 from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
+from broker.non_persistent import NonPersistentTopic
 from broker.settings import BrokerSettings
 from broker.stats import key_shared_lookup, topic_stats
-from broker.topic import SUB_TYPE_NAMES, BrokerError, KeySharedPolicy, Topic
+from broker.topic import SUB_TYPE_NAMES, BrokerError, KeySharedPolicy, Topic, TopicBase
 from metastore.client import MetastoreClient
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.entry import CorruptedEntryError, split_entry
@@ -134,7 +135,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.metastore = metastore
         self.ledgers = ledgers
         self.broker_name = broker_name
-        self.topics: dict[str, Topic] = {}
+        self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
         self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
         self.closing = False
@@ -162,6 +163,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         while True:
             await asyncio.sleep(min(60.0, max(0.5, idle / 4)))
             for topic in list(self.topics.values()):
+                if not isinstance(topic, Topic):
+                    continue
                 try:
                     topic.ledger.idle_check()
                 except Exception:
@@ -175,7 +178,90 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             except MagnetarServerError:
                 pass  # another broker created it first
 
-    async def get_topic(self, name: TopicName) -> Topic:
+    @staticmethod
+    def partitions_key(name: TopicName) -> str:
+        return (
+            f"/admin/partitioned-topics/{name.tenant}/{name.namespace}/{name.domain}/"
+            f"{name.local_name}"
+        )
+
+    async def partitions_of(self, name: TopicName) -> int:
+        """Partitions of a partitioned topic; 0 for any other name."""
+        if name.is_partition:
+            return 0
+        stat = await self.metastore.get(self.partitions_key(name))
+        return int(json.loads(stat.value)["partitions"]) if stat is not None else 0
+
+    async def _check_partitioned(self, name: TopicName) -> None:
+        """A partitioned topic is served through its partitions only, and only
+        through the partitions it has."""
+        if name.is_partition:
+            n = await self.partitions_of(name.partitioned_topic_name)
+            if n and name.partition_index >= n:
+                raise BrokerError(
+                    f"{name.partitioned_topic_name} has {n} partitions; there is no partition "
+                    f"{name.partition_index}",
+                    common_pb2.TOPIC_NOT_FOUND,
+                )
+            return
+        n = await self.partitions_of(name)
+        if n:
+            raise BrokerError(
+                f"{name} is a partitioned topic ({n} partitions): use its partitions "
+                f"{name.partition(0).local_name} … {name.partition(n - 1).local_name}",
+                common_pb2.NOT_ALLOWED,
+            )
+
+    async def GetPartitionedTopicMetadata(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            name = TopicName.parse(request.topic)
+            n = await self.partitions_of(name)
+            return broker_pb2.PartitionedTopicMetadata(partitions=n, topic=name.full_name)
+        except Exception as exc:
+            return broker_pb2.PartitionedTopicMetadata(error=_error_of(exc))
+
+    async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
+        tenant, sep, ns = namespace.partition("/")
+        if not sep or not tenant or not ns or "/" in ns:
+            raise BrokerError(
+                f"namespace {namespace!r} is not tenant/namespace", common_pb2.INVALID_ARGUMENT
+            )
+        if await self.metastore.get(f"/admin/policies/{tenant}/{ns}") is None:
+            raise BrokerError(f"namespace {namespace} does not exist", common_pb2.TOPIC_NOT_FOUND)
+        by_mode: dict[int, list[str]] = {
+            broker_pb2.PERSISTENT_ONLY: ["persistent"],
+            broker_pb2.NON_PERSISTENT_ONLY: ["non-persistent"],
+        }
+        domains = by_mode.get(mode, ["persistent", "non-persistent"])
+        found: set[str] = set()
+        for domain in domains:
+            for base in await self.metastore.children(
+                f"/admin/partitioned-topics/{tenant}/{ns}/{domain}"
+            ):
+                parent = TopicName.parse(f"{domain}://{tenant}/{ns}/{base}")
+                n = await self.partitions_of(parent)
+                found.update(parent.partition(i).full_name for i in range(n))
+            if domain == "persistent":
+                for local in await self.metastore.children(
+                    f"/managed-ledgers/{tenant}/{ns}/{domain}"
+                ):
+                    found.add(f"{domain}://{tenant}/{ns}/{local}")
+            else:
+                found.update(
+                    t.name.full_name
+                    for t in self.topics.values()
+                    if not t.persistent and t.name.namespace_name == namespace
+                )
+        return sorted(found)
+
+    async def GetTopicsOfNamespace(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            topics = await self.topics_of_namespace(request.namespace, request.mode)
+            return broker_pb2.TopicsOfNamespace(topics=topics)
+        except Exception as exc:
+            return broker_pb2.TopicsOfNamespace(error=_error_of(exc))
+
+    async def get_topic(self, name: TopicName) -> TopicBase:
         if self.closing:
             raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
         topic = self.topics.get(name.full_name)
@@ -204,11 +290,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         fut.set_result(topic)
         return topic
 
-    async def _load_topic(self, name: TopicName) -> Topic:
-        if not name.is_persistent:
-            raise BrokerError(
-                f"{name}: non-persistent topics are not supported yet", common_pb2.NOT_ALLOWED
-            )
+    async def _load_topic(self, name: TopicName) -> TopicBase:
         ns_key = f"/admin/policies/{name.tenant}/{name.namespace}"
         ns_policies = await self.metastore.get(ns_key)
         if ns_policies is None:
@@ -216,6 +298,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 f"{name}: namespace {name.namespace_name} does not exist",
                 common_pb2.TOPIC_NOT_FOUND,
             )
+        await self._check_partitioned(name)
+        if not name.is_persistent:
+            return NonPersistentTopic(name, self.settings)
         ml_key = f"/managed-ledgers/{name.persistence_path}"
         if not self.settings.allow_auto_topic_creation and await self.metastore.get(ml_key) is None:
             raise BrokerError(
@@ -313,7 +398,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             reader.cancel()
             topic.remove_producer(producer)
 
-    async def _answers(self, first: _Send, pending: _SendQueue, topic: Topic, producer):  # type: ignore[no-untyped-def]
+    async def _answers(self, first: _Send, pending: _SendQueue, topic: TopicBase, producer):  # type: ignore[no-untyped-def]
         """Await ``first`` and every already-finished send after it; yield the replies."""
         receipts = broker_pb2.SendReceipts()
         item: _Send | None = first
@@ -346,7 +431,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if receipts.sequence_ids:
             yield broker_pb2.ProducerResponse(receipts=receipts)
 
-    def _dedup_done(self, topic: Topic, producer: str, highest: int, fut: asyncio.Future) -> None:
+    def _dedup_done(
+        self, topic: TopicBase, producer: str, highest: int, fut: asyncio.Future
+    ) -> None:
+        assert isinstance(topic, Topic), "deduplication is for persistent topics"
         if fut.cancelled() or fut.exception() is not None:
             topic.dedup.failed(producer)
             return
@@ -358,7 +446,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             task.add_done_callback(self._background.discard)
 
     async def _read_sends(  # type: ignore[no-untyped-def]
-        self, iterator, topic: Topic, producer, pending: _SendQueue
+        self, iterator, topic: TopicBase, producer, pending: _SendQueue
     ) -> None:
         max_size = self.settings.max_message_size
         try:
@@ -404,7 +492,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         continue
                     # After any ledger switch (which may recover entries the
                     # dedup state must see) and within the outstanding-add limit.
-                    await topic.ledger.wait_for_room()
+                    await topic.wait_for_room()
                     highest = seq + count - 1
                     dedup = topic.dedup
                     if dedup.enabled:
@@ -428,7 +516,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                 )
                             )
                             continue
-                    fut = topic.ledger.add_entry(entry)
+                    fut = topic.publish(entry)
                     if dedup.enabled:
                         dedup.pushed_to(producer.name, highest)
                         fut.add_done_callback(
@@ -465,7 +553,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 )
             topic = await self.get_topic(name)
             mark_delete = None
-            if sub_req.HasField("start_message_id"):
+            if sub_req.HasField("start_message_id") and isinstance(topic, Topic):
                 mark_delete = _start_mark_delete(
                     topic, sub_req.start_message_id, sub_req.start_message_id_inclusive
                 )
@@ -503,6 +591,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             sub.remove_consumer(consumer)
 
     async def _seek(self, sub, seek: broker_pb2.Seek) -> None:  # type: ignore[no-untyped-def]
+        if not isinstance(sub.topic, Topic):
+            raise BrokerError(
+                f"{sub.topic.name} is non-persistent: there is nothing stored to seek to",
+                common_pb2.NOT_ALLOWED,
+            )
         ledger = sub.topic.ledger
         if seek.WhichOneof("target") == "publish_time_ms":
             pos = await ledger.find_by_publish_time(seek.publish_time_ms)
@@ -552,7 +645,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         continue
                     consumer.deliver(broker_pb2.ConsumerResponse(seek_done=broker_pb2.SeekDone()))
                 elif kind == "get_last_message_id":
-                    ledger_id, entry_id = sub.topic.ledger.last_confirmed
+                    ledger_id, entry_id = sub.topic.last_position
                     consumer.deliver(
                         broker_pb2.ConsumerResponse(
                             last_message_id=broker_pb2.LastMessageId(
@@ -623,6 +716,8 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
             for topic in list(self.broker.topics.values()):
                 if (topic.name.tenant, topic.name.namespace) != (tenant, ns):
                     continue
+                if not isinstance(topic, Topic):
+                    continue
                 if request.enabled and not topic.dedup.enabled:
                     await self.broker.enable_dedup(topic)
                 elif not request.enabled:
@@ -632,9 +727,11 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))
 
-    async def _existing_topic(self, topic_name: str) -> Topic:
+    async def _existing_topic(self, topic_name: str) -> TopicBase:
         name = TopicName.parse(topic_name)
         topic = self.broker.topics.get(name.full_name)
+        if topic is None and not name.is_persistent:
+            raise BrokerError(f"topic {name} is not active", common_pb2.TOPIC_NOT_FOUND)
         if topic is None:
             key = f"/managed-ledgers/{name.persistence_path}"
             if await self.broker.metastore.get(key) is None:
@@ -646,6 +743,55 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
         try:
             topic = await self._existing_topic(request.topic)
             return broker_pb2.JsonResponse(json=json.dumps(topic_stats(topic)))
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
+
+    async def CreatePartitionedTopic(self, request, context):  # type: ignore[no-untyped-def]
+        broker = self.broker
+        try:
+            name = TopicName.parse(request.topic)
+            limit = broker.settings.max_num_partitions_per_partitioned_topic
+            if not 1 <= request.partitions <= limit:
+                raise BrokerError(
+                    f"{request.partitions} partitions: a partitioned topic has 1 to {limit} "
+                    "(max_num_partitions_per_partitioned_topic)",
+                    common_pb2.INVALID_ARGUMENT,
+                )
+            if name.is_partition:
+                raise BrokerError(
+                    f"{name} is a partition name; name the partitioned topic itself",
+                    common_pb2.INVALID_TOPIC_NAME,
+                )
+            if (
+                await broker.metastore.get(f"/admin/policies/{name.tenant}/{name.namespace}")
+                is None
+            ):
+                raise BrokerError(
+                    f"namespace {name.namespace_name} does not exist", common_pb2.TOPIC_NOT_FOUND
+                )
+            exists = name.full_name in broker.topics or (
+                name.is_persistent
+                and await broker.metastore.get(f"/managed-ledgers/{name.persistence_path}")
+                is not None
+            )
+            if exists:
+                raise BrokerError(
+                    f"{name} already exists as a non-partitioned topic", common_pb2.NOT_ALLOWED
+                )
+            body = json.dumps({"partitions": request.partitions}).encode()
+            try:
+                await broker.metastore.put(broker.partitions_key(name), body, expected_version=-1)
+            except MagnetarServerError as exc:
+                if exc.code != common_pb2.BAD_VERSION:
+                    raise
+                n = await broker.partitions_of(name)
+                raise BrokerError(
+                    f"partitioned topic {name} already exists ({n} partitions)",
+                    common_pb2.NOT_ALLOWED,
+                ) from None
+            return broker_pb2.JsonResponse(
+                json=json.dumps({"topic": name.full_name, "partitions": request.partitions})
+            )
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))
 

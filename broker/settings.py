@@ -93,6 +93,9 @@ class BrokerSettings:
         "Key_Shared: entries waiting for a busy or draining key before the subscription "
         "stops reading new ones.",
     )
+    max_num_partitions_per_partitioned_topic: int = setting(
+        1000, "Most partitions a partitioned topic may be created with."
+    )
     max_subscriptions_per_topic: int = setting(10000, "Subscriptions of one topic.")
     max_pending_publish_entries_per_producer: int = setting(
         10000, "Entries of one producer awaiting storage before the broker stops reading it."

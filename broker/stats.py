@@ -1,26 +1,16 @@
 """Topic statistics with Pulsar's field names (``admin.topics.stats``).
 
-Rates are computed over a sliding window: every counter keeps at most
-``_SAMPLES`` (time, total) samples, one per second at most, and a rate is the
-growth of the total since the oldest sample within ``RATE_WINDOW_S``
-divided by the time between them. Backlogs count entries, as Pulsar's
+Rates come from :class:`broker.meter.Meter` (sliding window). Backlogs count entries, as Pulsar's
 ``msgBacklog`` does.
 """
 
 from __future__ import annotations
 
-import collections
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from broker.dispatcher import KeySharedDispatcher
+from broker.dispatcher import KeySharedDispatcher, NonPersistentDispatcher
+from broker.topic import SUB_TYPE_NAMES, Consumer, Subscription, Topic, TopicBase
 from protos import broker_pb2
-
-if TYPE_CHECKING:
-    from broker.topic import Consumer, Subscription, Topic
-
-RATE_WINDOW_S = 10.0
-_SAMPLES = 12
 
 ACCESS_MODE_NAMES: dict[int, str] = {
     broker_pb2.ACCESS_SHARED: "Shared",
@@ -28,39 +18,6 @@ ACCESS_MODE_NAMES: dict[int, str] = {
     broker_pb2.ACCESS_WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
     broker_pb2.ACCESS_EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
 }
-
-
-class Meter:
-    """Monotonic message and byte totals with sliding-window rates."""
-
-    __slots__ = ("_samples", "bytes", "msgs")
-
-    def __init__(self) -> None:
-        self.msgs = 0
-        self.bytes = 0
-        self._samples: collections.deque[tuple[float, int, int]] = collections.deque(
-            maxlen=_SAMPLES
-        )
-
-    def add(self, msgs: int, size: int) -> None:
-        self._sample()
-        self.msgs += msgs
-        self.bytes += size
-
-    def _sample(self) -> None:
-        now = time.monotonic()
-        if not self._samples or now - self._samples[-1][0] >= 1.0:
-            self._samples.append((now, self.msgs, self.bytes))
-
-    def rates(self) -> tuple[float, float]:
-        """(messages/s, bytes/s) over the last RATE_WINDOW_S seconds."""
-        self._sample()
-        now = time.monotonic()
-        old = next((s for s in self._samples if now - s[0] <= RATE_WINDOW_S), None)
-        if old is None or now - old[0] <= 0:
-            return 0.0, 0.0
-        span = now - old[0]
-        return (self.msgs - old[1]) / span, (self.bytes - old[2]) / span
 
 
 def entries_between(topic: Topic, after: tuple[int, int], through: tuple[int, int]) -> int:
@@ -87,6 +44,8 @@ def entries_between(topic: Topic, after: tuple[int, int], through: tuple[int, in
 
 
 def subscription_backlog(sub: Subscription) -> int:
+    if not isinstance(sub.topic, Topic):
+        return 0  # non-persistent: nothing is kept
     state = sub.cursor.state
     last = sub.topic.ledger.last_confirmed
     if last[1] < 0:
@@ -130,15 +89,15 @@ def key_shared_lookup(
     }
 
 
-def topic_stats(topic: Topic) -> dict[str, Any]:
-    from broker.topic import SUB_TYPE_NAMES
-
+def topic_stats(topic: TopicBase) -> dict[str, Any]:
     rate_in, thr_in = topic.meter_in.rates()
     rate_out, thr_out = topic.meter_out.rates()
-    ledger = topic.ledger
-    storage = sum(md.length for md in ledger.closed_ledgers.values())
-    if ledger.writer is not None:
-        storage += ledger.writer.length
+    storage = 0
+    if isinstance(topic, Topic):
+        ledger = topic.ledger
+        storage = sum(md.length for md in ledger.closed_ledgers.values())
+        if ledger.writer is not None:
+            storage += ledger.writer.length
     publishers = []
     for p in topic.producers.values():
         r, t = p.meter.rates()
@@ -184,8 +143,15 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
             "isDurable": sub.cursor.durable,
             "consumers": consumers,
         }
-    entries = entries_between(topic, ledger.before_first(), ledger.last_confirmed)
-    average = storage / entries if entries else 0
+        if isinstance(sub.dispatcher, NonPersistentDispatcher):
+            drop_rate, _ = sub.dispatcher.dropped.rates()
+            subscriptions[name]["msgDropRate"] = drop_rate
+            subscriptions[name]["msgDropCount"] = sub.dispatcher.dropped.msgs
+    average = 0.0
+    if isinstance(topic, Topic):
+        ledger = topic.ledger
+        entries = entries_between(topic, ledger.before_first(), ledger.last_confirmed)
+        average = storage / entries if entries else 0
     return {
         "msgRateIn": rate_in,
         "msgRateOut": rate_out,

@@ -13,6 +13,7 @@ from broker.dedup import Deduplication
 from broker.dispatcher import (
     Dispatcher,
     KeySharedDispatcher,
+    NonPersistentDispatcher,
     SharedDispatcher,
     SingleActiveConsumerDispatcher,
 )
@@ -24,8 +25,8 @@ from broker.key_shared import (
     StickyRangeSelector,
 )
 from broker.managed_ledger import ManagedCursor, ManagedLedger
+from broker.meter import Meter
 from broker.settings import BrokerSettings
-from broker.stats import Meter
 from protos import broker_pb2, common_pb2
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
@@ -80,7 +81,7 @@ _consumer_ids = itertools.count(1)
 
 @dataclass(eq=False)
 class Producer:
-    topic: Topic
+    topic: TopicBase
     name: str
     access_mode: int = broker_pb2.ACCESS_SHARED
     id: int = field(default_factory=lambda: next(_producer_ids))
@@ -118,7 +119,7 @@ class Consumer:
 class Subscription:
     def __init__(
         self,
-        topic: Topic,
+        topic: TopicBase,
         name: str,
         sub_type: int,
         cursor: ManagedCursor,
@@ -137,14 +138,17 @@ class Subscription:
     def _new_dispatcher(self, sub_type: int, key_shared: KeySharedPolicy) -> Dispatcher:
         s = self.topic.settings
         entries, size = s.dispatcher_max_read_batch_size, s.dispatcher_max_read_size_bytes
+        selector: Selector | None = None
         if sub_type == broker_pb2.KEY_SHARED:
-            selector: Selector
             if key_shared.mode == broker_pb2.STICKY:
                 selector = StickyRangeSelector()
             elif s.subscription_key_shared_use_consistent_hashing:
                 selector = ConsistentHashingSelector()
             else:
                 selector = AutoSplitHashRangeSelector()
+        if not self.topic.persistent:
+            return NonPersistentDispatcher(self, sub_type, selector)
+        if selector is not None:
             return KeySharedDispatcher(
                 self,
                 entries,
@@ -160,6 +164,12 @@ class Subscription:
     @property
     def unacked(self) -> int:
         return sum(c.unacked for c in self.consumers)
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The managed ledger of a persistent topic (its dispatchers read it)."""
+        assert isinstance(self.topic, Topic), f"{self.topic.name} has no ledger"
+        return self.topic.ledger
 
     def active_consumer(self) -> Consumer | None:
         """Exclusive and Failover: the one consumer that gets the messages.
@@ -219,11 +229,10 @@ class Subscription:
         )
         dispatcher = self._new_dispatcher(sub_type, key_shared) if switching else self.dispatcher
         consumer = Consumer(self, name, priority_level)
-        if isinstance(dispatcher, KeySharedDispatcher):
-            try:
-                dispatcher.selector.add(consumer, name, list(key_shared.ranges))
-            except ConsumerAssignError as exc:
-                raise _err(common_pb2.CONSUMER_ASSIGN_ERROR, str(exc)) from None
+        try:
+            dispatcher.place(consumer, list(key_shared.ranges))
+        except ConsumerAssignError as exc:
+            raise _err(common_pb2.CONSUMER_ASSIGN_ERROR, str(exc)) from None
         if switching:
             self.sub_type, self.key_shared, self.dispatcher = sub_type, key_shared, dispatcher
             self.cursor.rewind()
@@ -237,6 +246,8 @@ class Subscription:
         consumer.closed = True
         self.consumers.remove(consumer)
         self.dispatcher.consumer_removed(consumer)
+        if not self.consumers:
+            self.topic.subscription_idle(self)
 
     def ack(
         self, positions: list[tuple[int, int]], cumulative: bool, consumer: Consumer | None = None
@@ -297,10 +308,14 @@ class Subscription:
             self.dispatcher.trigger()
 
 
-class Topic:
-    def __init__(self, name: TopicName, ledger: ManagedLedger, settings: BrokerSettings) -> None:
+class TopicBase:
+    """What persistent and non-persistent topics share: producers and their
+    access modes, subscriptions and their consumers, counters."""
+
+    persistent = True
+
+    def __init__(self, name: TopicName, settings: BrokerSettings) -> None:
         self.name = name
-        self.ledger = ledger
         self.settings = settings
         self.producers: dict[str, Producer] = {}
         self._producers_changed = asyncio.Event()
@@ -310,30 +325,51 @@ class Topic:
             settings.broker_deduplication_entries_interval,
             settings.broker_deduplication_max_number_of_producers,
         )
-        ledger.on_recovered_entries = self._recovered
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
-        self.ledger.add_listener(self._on_new_entries)
 
-    def _recovered(self, entries: list[tuple[tuple[int, int], bytes]]) -> None:
-        if self.dedup.enabled:
-            self.dedup.observe_entries(entries)
+    @property
+    def last_position(self) -> tuple[int, int]:
+        raise NotImplementedError
 
-    def _on_new_entries(self) -> None:
-        for sub in self.subscriptions.values():
-            sub.on_new_entries()
+    async def wait_for_room(self) -> None:
+        """Publishes wait here while too many are in flight."""
 
-    async def load_cursors(self) -> None:
-        for name in await self.ledger.cursor_names():
-            cursor, _ = await ManagedCursor.open(
-                self.ledger,
-                name,
-                initial_position_latest=True,
-                durable=True,
-                persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
-                max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
+    def publish(self, entry: bytes) -> asyncio.Future:
+        """Store (or, non-persistent, dispatch) one entry: a future of its position."""
+        raise NotImplementedError
+
+    def subscription_idle(self, sub: Subscription) -> None:
+        """``sub``'s last consumer left."""
+
+    async def subscribe(
+        self,
+        sub_name: str,
+        sub_type: int,
+        latest: bool,
+        durable: bool,
+        consumer_name: str,
+        priority_level: int = 0,
+        mark_delete: tuple[int, int] | None = None,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> Consumer:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    def _check_room_for_subscription(self) -> None:
+        if len(self.subscriptions) >= self.settings.max_subscriptions_per_topic:
+            raise _err(
+                common_pb2.TOO_MANY_REQUESTS,
+                f"{self.name} already has {len(self.subscriptions)} subscriptions",
             )
-            self.subscriptions[name] = Subscription(self, name, broker_pb2.EXCLUSIVE, cursor)
+
+    def _close_consumers(self) -> None:
+        for sub in list(self.subscriptions.values()):
+            for consumer in list(sub.consumers):
+                consumer.closed = True
+                consumer.outbox.put_nowait(None)
 
     # ---------------------------------------------------------------- producers
 
@@ -403,6 +439,62 @@ class Topic:
 
     # ---------------------------------------------------------------- consumers
 
+    async def unsubscribe(self, consumer: Consumer) -> None:
+        """Delete ``consumer``'s subscription; it must be the only consumer."""
+        async with self._sub_lock:
+            sub = consumer.subscription
+            others = [c for c in sub.consumers if c is not consumer and not c.closed]
+            if others:
+                raise _err(
+                    common_pb2.NOT_ALLOWED,
+                    f"subscription {sub.name!r} on {self.name} has {len(others)} other "
+                    "consumer(s) connected; close them first",
+                )
+            if self.subscriptions.get(sub.name) is sub:
+                del self.subscriptions[sub.name]
+            sub.remove_consumer(consumer)
+            await sub.cursor.delete()
+
+
+class Topic(TopicBase):
+    """A persistent topic: its managed ledger and durable cursors."""
+
+    def __init__(self, name: TopicName, ledger: ManagedLedger, settings: BrokerSettings) -> None:
+        super().__init__(name, settings)
+        self.ledger = ledger
+        ledger.on_recovered_entries = self._recovered
+        self.ledger.add_listener(self._on_new_entries)
+
+    @property
+    def last_position(self) -> tuple[int, int]:
+        return self.ledger.last_confirmed
+
+    async def wait_for_room(self) -> None:
+        await self.ledger.wait_for_room()
+
+    def publish(self, entry: bytes) -> asyncio.Future:
+        return self.ledger.add_entry(entry)
+
+    def _recovered(self, entries: list[tuple[tuple[int, int], bytes]]) -> None:
+        if self.dedup.enabled:
+            self.dedup.observe_entries(entries)
+
+    def _on_new_entries(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.on_new_entries()
+
+    async def load_cursors(self) -> None:
+        for name in await self.ledger.cursor_names():
+            cursor, _ = await ManagedCursor.open(
+                self.ledger,
+                name,
+                initial_position_latest=True,
+                durable=True,
+                persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
+                max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
+            )
+            self.subscriptions[name] = Subscription(self, name, broker_pb2.EXCLUSIVE, cursor)
+
     async def subscribe(
         self,
         sub_name: str,
@@ -417,11 +509,7 @@ class Topic:
         async with self._sub_lock:
             sub = self.subscriptions.get(sub_name)
             if sub is None:
-                if len(self.subscriptions) >= self.settings.max_subscriptions_per_topic:
-                    raise _err(
-                        common_pb2.TOO_MANY_REQUESTS,
-                        f"{self.name} already has {len(self.subscriptions)} subscriptions",
-                    )
+                self._check_room_for_subscription()
                 cursor, _ = await ManagedCursor.open(
                     self.ledger,
                     sub_name,
@@ -441,27 +529,9 @@ class Topic:
                 return consumer
             return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
 
-    async def unsubscribe(self, consumer: Consumer) -> None:
-        """Delete ``consumer``'s subscription; it must be the only consumer."""
-        async with self._sub_lock:
-            sub = consumer.subscription
-            others = [c for c in sub.consumers if c is not consumer and not c.closed]
-            if others:
-                raise _err(
-                    common_pb2.NOT_ALLOWED,
-                    f"subscription {sub.name!r} on {self.name} has {len(others)} other "
-                    "consumer(s) connected; close them first",
-                )
-            if self.subscriptions.get(sub.name) is sub:
-                del self.subscriptions[sub.name]
-            sub.remove_consumer(consumer)
-            await sub.cursor.delete()
-
     async def close(self) -> None:
         self.ledger.remove_listener(self._on_new_entries)
+        self._close_consumers()
         for sub in list(self.subscriptions.values()):
-            for consumer in list(sub.consumers):
-                consumer.closed = True
-                consumer.outbox.put_nowait(None)
             await sub.cursor.close()
         await self.ledger.close()

@@ -17,13 +17,20 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
 
 from client._connection import Connection, call_in_loop
 from client._producer import from_wire_or
-from client.enums import ConsumerType, InitialPosition, KeySharedMode, SubscriptionMode
+from client.enums import (
+    ConsumerType,
+    InitialPosition,
+    KeySharedMode,
+    RegexSubscriptionMode,
+    SubscriptionMode,
+)
 from client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
@@ -62,8 +69,23 @@ class ConsumerOptions:
     # Readers: where to start (None = initial_position).
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
+    # Regex subscriptions.
+    pattern_auto_discovery_period: float = 60
+    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
 
     def validate(self) -> None:
+        if not isinstance(self.pattern_auto_discovery_period, int | float) or not (
+            self.pattern_auto_discovery_period > 0
+        ):
+            raise InvalidConfiguration(
+                f"pattern_auto_discovery_period is {self.pattern_auto_discovery_period!r}; it "
+                "must be a number of seconds > 0"
+            )
+        if not isinstance(self.regex_subscription_mode, RegexSubscriptionMode):
+            raise InvalidConfiguration(
+                f"regex_subscription_mode {self.regex_subscription_mode!r} is not a "
+                "RegexSubscriptionMode"
+            )
         if not isinstance(self.priority_level, int) or self.priority_level < 0:
             raise InvalidConfiguration(
                 f"priority_level is {self.priority_level!r}; it must be an int >= 0 "
@@ -149,6 +171,8 @@ class ConsumerEngine:
         self._call: grpc.aio.StreamStreamCall | None = None
         self._reader_task: asyncio.Task | None = None
         self._write_lock = asyncio.Lock()
+        # A multi-topic consumer's wake-up (called on the loop when messages arrive).
+        self.on_arrival: Callable[[], None] | None = None
 
     async def start(self) -> None:
         await self.connection.ensure_ready()
@@ -263,6 +287,8 @@ class ConsumerEngine:
         waiter = self._async_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        if self.on_arrival is not None and messages:
+            self.on_arrival()
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failure = exc
@@ -271,6 +297,14 @@ class ConsumerEngine:
         waiter = self._async_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        if self.on_arrival is not None:
+            self.on_arrival()
+
+    def try_take(self) -> Message | None:
+        """A queued message, or None at once (multi-topic consumers poll)."""
+        with self._lock:
+            self._check()
+            return self._took(self._incoming.popleft()) if self._incoming else None
 
     # ------------------------------------------------------------ receiving
 
@@ -510,3 +544,24 @@ def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:
         partition=mid.partition(),
         batch_index=mid.batch_index(),
     )
+
+
+async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
+    """Messages queued here, or stored past the last one read (entry granularity:
+    every message of an entry arrives together)."""
+    if engine.queued():
+        return True
+    last = await engine.get_last_message_id(timeout_s)
+    if last.entry_id() < 0:
+        return False
+    read = engine.last_dequeued
+    if read is not None:
+        return last.position > read.position
+    start = engine.opts.start_message_id
+    if start is None or start.ledger_id() < 0:
+        return True  # earliest: the topic holds an entry
+    if start == MessageId.latest:
+        return engine.opts.start_message_id_inclusive
+    if engine.opts.start_message_id_inclusive or start.batch_index() >= 0:
+        return last.position >= start.position
+    return last.position > start.position

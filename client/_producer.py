@@ -18,12 +18,14 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
 from client._connection import Connection, call_in_loop
-from client.enums import BatchingType, ProducerAccessMode
+from client.enums import BatchingType, HashingScheme, PartitionsRoutingMode, ProducerAccessMode
 from client.exceptions import (
     AlreadyClosed,
     InvalidConfiguration,
@@ -53,8 +55,29 @@ class ProducerOptions:
     batching_max_publish_delay_ms: int = 10
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     batching_type: BatchingType = BatchingType.Default
+    # Partitioned topics.
+    message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
+    message_router: Callable[[Any, int], int] | None = None
+    hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
 
     def validate(self) -> None:
+        if self.message_router is not None:
+            if not callable(self.message_router):
+                raise InvalidConfiguration("message_router must be callable (message, n) -> int")
+            self.message_routing_mode = PartitionsRoutingMode.CustomPartition
+        if not isinstance(self.message_routing_mode, PartitionsRoutingMode):
+            raise InvalidConfiguration(
+                f"message_routing_mode {self.message_routing_mode!r} is not a PartitionsRoutingMode"
+            )
+        if (
+            self.message_routing_mode == PartitionsRoutingMode.CustomPartition
+            and self.message_router is None
+        ):
+            raise InvalidConfiguration("CustomPartition routing needs a message_router")
+        if not isinstance(self.hashing_scheme, HashingScheme):
+            raise InvalidConfiguration(
+                f"hashing_scheme {self.hashing_scheme!r} is not a HashingScheme"
+            )
         if not isinstance(self.batching_type, BatchingType):
             raise InvalidConfiguration(
                 f"batching_type {self.batching_type!r} is not a BatchingType"
@@ -265,6 +288,10 @@ class ProducerEngine:
             self._kick()
         if arm:
             call_in_loop(self.loop, self._arm_timer)
+
+    def has_open_batch(self) -> bool:
+        with self._lock:
+            return bool(self._open)
 
     def _check_open(self) -> None:
         if self.closed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import re
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -230,7 +231,13 @@ class Client:
         )
         return Producer(inner, self._runner, self._timeout_s)
 
-    def subscribe(self, topic: str, subscription_name: str, **options: Any) -> Consumer:
+    def get_topic_partitions(self, topic: str) -> list[str]:
+        self._check()
+        return self._runner.run(self._inner.get_topic_partitions(topic), self._timeout_s + 1)
+
+    def subscribe(
+        self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any
+    ) -> Consumer:
         self._check()
         inner = self._runner.run(
             self._inner.subscribe(topic, subscription_name, **options), self._timeout_s + 1

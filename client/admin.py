@@ -30,6 +30,30 @@ class _Topics:
         consumers[...]}} and counters."""
         return self._admin._json("TopicStats", broker_pb2.TopicStatsRequest(topic=topic))
 
+    def create_partitioned_topic(self, topic: str, partitions: int) -> dict[str, Any]:
+        """Create ``topic`` with ``partitions`` partitions (``<topic>-partition-i``)."""
+        if not isinstance(partitions, int) or isinstance(partitions, bool):
+            from client.exceptions import InvalidConfiguration
+
+            raise InvalidConfiguration(f"partitions must be an int, not {partitions!r}")
+        return self._admin._json(
+            "CreatePartitionedTopic",
+            broker_pb2.CreatePartitionedTopicRequest(topic=topic, partitions=partitions),
+        )
+
+    def get_partitioned_topic_metadata(self, topic: str) -> dict[str, Any]:
+        """``{"partitions": n}``; 0 for a topic that is not partitioned."""
+        try:
+            resp = self._admin._broker.GetPartitionedTopicMetadata(
+                broker_pb2.PartitionedTopicMetadataRequest(topic=topic),
+                timeout=self._admin._timeout_s,
+            )
+        except grpc.RpcError as exc:
+            raise ConnectError(f"broker {self._admin._address}: {exc.code().name}") from None
+        if resp.error.code != 0:
+            raise from_wire(resp.error)
+        return {"partitions": resp.partitions}
+
     def key_shared_lookup(
         self, topic: str, subscription: str, key: str | None = None, hash: int | None = None
     ) -> dict[str, Any]:
@@ -74,6 +98,7 @@ class Admin:
         self._timeout_s = timeout_seconds
         self._channel = grpc.insecure_channel(self._address, options=serving.grpc_options())
         self._stub = broker_pb2_grpc.BrokerAdminStub(self._channel)
+        self._broker = broker_pb2_grpc.BrokerStub(self._channel)
         self.topics = _Topics(self)
         self.namespaces = _Namespaces(self)
 

@@ -9,11 +9,19 @@ same either way).
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import Any
 
 from client._connection import Connection, parse_service_url
-from client._consumer import ConsumerEngine, ConsumerOptions
+from client._consumer import ConsumerEngine, ConsumerOptions, has_available
+from client._multi import (
+    MultiConsumerEngine,
+    PartitionedProducerEngine,
+    expand_partitions,
+    partitions_of,
+    pattern_namespace,
+)
 from client._producer import ProducerEngine, ProducerOptions
 from client.enums import ConsumerType, InitialPosition, ProducerAccessMode, SubscriptionMode
 from client.exceptions import AlreadyClosed, InvalidConfiguration, InvalidTopicName
@@ -52,6 +60,9 @@ PRODUCER_OPTIONS = {
     "batching_max_publish_delay_ms",
     "access_mode",
     "batching_type",
+    "message_routing_mode",
+    "message_router",
+    "hashing_scheme",
 }
 CONSUMER_OPTIONS = {
     "consumer_type",
@@ -61,11 +72,17 @@ CONSUMER_OPTIONS = {
     "subscription_mode",
     "priority_level",
     "key_shared_policy",
+    "pattern_auto_discovery_period",
+    "regex_subscription_mode",
 }
 
 
+AnyProducerEngine = ProducerEngine | PartitionedProducerEngine
+AnyConsumerEngine = ConsumerEngine | MultiConsumerEngine
+
+
 class Producer:
-    def __init__(self, engine: ProducerEngine) -> None:
+    def __init__(self, engine: AnyProducerEngine) -> None:
         self._engine = engine
 
     def send(self, content: bytes, **kwargs: Any) -> asyncio.Future[MessageId]:
@@ -124,7 +141,7 @@ def _send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 class Consumer:
-    def __init__(self, engine: ConsumerEngine) -> None:
+    def __init__(self, engine: AnyConsumerEngine) -> None:
         self._engine = engine
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
@@ -170,7 +187,7 @@ class Consumer:
 class Reader:
     """A non-durable exclusive subscription read from a chosen position."""
 
-    def __init__(self, engine: ConsumerEngine, timeout_s: float) -> None:
+    def __init__(self, engine: AnyConsumerEngine, timeout_s: float) -> None:
         self._engine = engine
         self._timeout_s = timeout_s
 
@@ -194,25 +211,12 @@ class Reader:
         await self._engine.close()
 
 
-async def has_message_available(engine: ConsumerEngine, timeout_s: float) -> bool:
-    """Messages queued here, or stored past the last one read (entry granularity:
-    every message of an entry arrives together)."""
-    if engine.queued():
-        return True
-    last = await engine.get_last_message_id(timeout_s)
-    if last.entry_id() < 0:
-        return False
-    read = engine.last_dequeued
-    if read is not None:
-        return last.position > read.position
-    start = engine.opts.start_message_id
-    if start is None or start.ledger_id() < 0:
-        return True  # earliest: the topic holds an entry
-    if start == MessageId.latest:
-        return engine.opts.start_message_id_inclusive
-    if engine.opts.start_message_id_inclusive or start.batch_index() >= 0:
-        return last.position >= start.position
-    return last.position > start.position
+async def has_message_available(
+    engine: ConsumerEngine | MultiConsumerEngine, timeout_s: float
+) -> bool:
+    if isinstance(engine, MultiConsumerEngine):
+        return await engine.has_message_available(timeout_s)
+    return await has_available(engine, timeout_s)
 
 
 class Client:
@@ -230,8 +234,8 @@ class Client:
         self._operation_timeout_s = operation_timeout_seconds
         self._connection_timeout_ms = connection_timeout_ms
         self._connection: Connection | None = None
-        self._producers: list[ProducerEngine] = []
-        self._consumers: list[ConsumerEngine] = []
+        self._producers: list[AnyProducerEngine] = []
+        self._consumers: list[AnyConsumerEngine] = []
         self._closed = False
 
     def _conn(self) -> Connection:
@@ -245,7 +249,14 @@ class Client:
         check_options("create_producer", options, PRODUCER_OPTIONS)
         name = check_topic(topic)
         opts = ProducerOptions(**options)
-        engine = ProducerEngine(self._conn(), name, opts, asyncio.get_running_loop())
+        conn = self._conn()
+        loop = asyncio.get_running_loop()
+        n = await partitions_of(conn, name, self._operation_timeout_s)
+        engine: AnyProducerEngine = (
+            PartitionedProducerEngine(conn, name, n, opts, loop)
+            if n
+            else ProducerEngine(conn, name, opts, loop)
+        )
         if opts.access_mode == ProducerAccessMode.WaitForExclusive:
             await engine.start()  # pending until this producer is the only one
         else:
@@ -253,18 +264,63 @@ class Client:
         self._producers.append(engine)
         return Producer(engine)
 
-    async def subscribe(self, topic: str, subscription_name: str, **options: Any) -> Consumer:
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        """The partitions of a partitioned topic, else ``[topic]`` (full names)."""
+        return await expand_partitions(self._conn(), check_topic(topic), self._operation_timeout_s)
+
+    async def subscribe(
+        self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any
+    ) -> Consumer:
+        """Subscribe to a topic (all partitions of a partitioned one), a list of
+        topics, or the topics of one namespace matching a compiled pattern."""
         check_options("subscribe", options, CONSUMER_OPTIONS)
-        name = check_topic(topic)
         if not isinstance(subscription_name, str) or not subscription_name:
             raise InvalidConfiguration("subscription_name must be a non-empty str")
         opts = ConsumerOptions(**options)
-        engine = ConsumerEngine(
-            self._conn(), name, subscription_name, opts, asyncio.get_running_loop()
-        )
-        await asyncio.wait_for(engine.start(), self._operation_timeout_s)
-        self._consumers.append(engine)
-        return Consumer(engine)
+        conn = self._conn()
+        loop = asyncio.get_running_loop()
+        timeout = self._operation_timeout_s
+        if isinstance(topic, str):
+            name = check_topic(topic)
+            if await partitions_of(conn, name, timeout) == 0:
+                engine = ConsumerEngine(conn, name, subscription_name, opts, loop)
+                await asyncio.wait_for(engine.start(), timeout)
+                self._consumers.append(engine)
+                return Consumer(engine)
+            multi = MultiConsumerEngine(conn, name, subscription_name, opts, loop, timeout)
+            await self._start_multi(multi, [name])
+        elif isinstance(topic, list | tuple):
+            if not topic:
+                raise InvalidConfiguration("subscribe got an empty list of topics")
+            names = [check_topic(t) for t in topic]
+            multi = MultiConsumerEngine(
+                conn, ",".join(names), subscription_name, opts, loop, timeout
+            )
+            await self._start_multi(multi, names)
+        elif isinstance(topic, re.Pattern):
+            domain, namespace = pattern_namespace(topic)
+            multi = MultiConsumerEngine(conn, topic.pattern, subscription_name, opts, loop, timeout)
+            multi.start_discovery(domain, namespace, topic)
+            try:
+                await multi.discover_now()
+            except BaseException:
+                await multi.close()
+                raise
+            self._consumers.append(multi)
+        else:
+            raise InvalidTopicName(
+                f"subscribe takes a topic name, a list of them or a compiled pattern, not "
+                f"{type(topic).__name__}"
+            )
+        return Consumer(multi)
+
+    async def _start_multi(self, multi: MultiConsumerEngine, topics: list[str]) -> None:
+        try:
+            await multi.add_topics(topics)
+        except BaseException:
+            await multi.close()
+            raise
+        self._consumers.append(multi)
 
     async def create_reader(
         self,
@@ -295,10 +351,22 @@ class Client:
             start_message_id_inclusive=bool(start_message_id_inclusive),
         )
         subscription = f"reader-{uuid.uuid4().hex[:10]}"
-        engine = ConsumerEngine(self._conn(), name, subscription, opts, asyncio.get_running_loop())
-        await asyncio.wait_for(engine.start(), self._operation_timeout_s)
+        conn = self._conn()
+        loop = asyncio.get_running_loop()
+        timeout = self._operation_timeout_s
+        if await partitions_of(conn, name, timeout):
+            if start_message_id not in (MessageId.earliest, MessageId.latest):
+                raise InvalidConfiguration(
+                    f"{name} is partitioned: a reader of all its partitions starts at "
+                    "MessageId.earliest or MessageId.latest (read one partition for a given id)"
+                )
+            multi = MultiConsumerEngine(conn, name, subscription, opts, loop, timeout)
+            await self._start_multi(multi, [name])
+            return Reader(multi, timeout)
+        engine = ConsumerEngine(conn, name, subscription, opts, loop)
+        await asyncio.wait_for(engine.start(), timeout)
         self._consumers.append(engine)
-        return Reader(engine, self._operation_timeout_s)
+        return Reader(engine, timeout)
 
     async def close(self) -> None:
         if self._closed:

@@ -145,7 +145,7 @@ def unpack_entry(
         return [
             Message(
                 bytes(payload),
-                MessageId(ledger_id, entry_id, partition, -1),
+                MessageId(ledger_id, entry_id, partition, -1, topic=topic),
                 topic,
                 _props(meta.properties),
                 meta.partition_key if meta.HasField("partition_key") else None,
@@ -165,7 +165,7 @@ def unpack_entry(
         out.append(
             Message(
                 data,
-                MessageId(ledger_id, entry_id, partition, i),
+                MessageId(ledger_id, entry_id, partition, i, topic=topic),
                 topic,
                 _props(smm.properties),
                 smm.partition_key if smm.HasField("partition_key") else None,

@@ -8,6 +8,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TopicDomainMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PERSISTENT_ONLY: _ClassVar[TopicDomainMode]
+    NON_PERSISTENT_ONLY: _ClassVar[TopicDomainMode]
+    ALL_DOMAINS: _ClassVar[TopicDomainMode]
+
 class ProducerAccessMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACCESS_SHARED: _ClassVar[ProducerAccessMode]
@@ -36,6 +42,9 @@ class AckType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     INDIVIDUAL: _ClassVar[AckType]
     CUMULATIVE: _ClassVar[AckType]
+PERSISTENT_ONLY: TopicDomainMode
+NON_PERSISTENT_ONLY: TopicDomainMode
+ALL_DOMAINS: TopicDomainMode
 ACCESS_SHARED: ProducerAccessMode
 ACCESS_EXCLUSIVE: ProducerAccessMode
 ACCESS_WAIT_FOR_EXCLUSIVE: ProducerAccessMode
@@ -50,6 +59,38 @@ AUTO_SPLIT: KeySharedMode
 STICKY: KeySharedMode
 INDIVIDUAL: AckType
 CUMULATIVE: AckType
+
+class PartitionedTopicMetadataRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class PartitionedTopicMetadata(_message.Message):
+    __slots__ = ("error", "partitions", "topic")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    partitions: int
+    topic: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., partitions: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class TopicsOfNamespaceRequest(_message.Message):
+    __slots__ = ("namespace", "mode")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    mode: TopicDomainMode
+    def __init__(self, namespace: _Optional[str] = ..., mode: _Optional[_Union[TopicDomainMode, str]] = ...) -> None: ...
+
+class TopicsOfNamespace(_message.Message):
+    __slots__ = ("error", "topics")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateProducer(_message.Message):
     __slots__ = ("topic", "producer_name", "properties", "access_mode")
@@ -278,6 +319,14 @@ class LastMessageId(_message.Message):
 class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CreatePartitionedTopicRequest(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: int
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
 
 class KeySharedLookupRequest(_message.Message):
     __slots__ = ("topic", "subscription", "key", "hash")

@@ -44,6 +44,16 @@ class BrokerStub:
                 request_serializer=protos_dot_broker__pb2.ConsumerRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.ConsumerResponse.FromString,
                 _registered_method=True)
+        self.GetPartitionedTopicMetadata = channel.unary_unary(
+                '/magnetar.Broker/GetPartitionedTopicMetadata',
+                request_serializer=protos_dot_broker__pb2.PartitionedTopicMetadataRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.PartitionedTopicMetadata.FromString,
+                _registered_method=True)
+        self.GetTopicsOfNamespace = channel.unary_unary(
+                '/magnetar.Broker/GetTopicsOfNamespace',
+                request_serializer=protos_dot_broker__pb2.TopicsOfNamespaceRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.TopicsOfNamespace.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -61,6 +71,21 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPartitionedTopicMetadata(self, request, context):
+        """Partitions of a topic (0: not partitioned); clients ask before they
+        create producers and consumers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTopicsOfNamespace(self, request, context):
+        """Topics of a namespace (regex subscriptions list them and match locally).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +98,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Consume,
                     request_deserializer=protos_dot_broker__pb2.ConsumerRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.ConsumerResponse.SerializeToString,
+            ),
+            'GetPartitionedTopicMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPartitionedTopicMetadata,
+                    request_deserializer=protos_dot_broker__pb2.PartitionedTopicMetadataRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.PartitionedTopicMetadata.SerializeToString,
+            ),
+            'GetTopicsOfNamespace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTopicsOfNamespace,
+                    request_deserializer=protos_dot_broker__pb2.TopicsOfNamespaceRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.TopicsOfNamespace.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -139,6 +174,60 @@ class Broker:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def GetPartitionedTopicMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Broker/GetPartitionedTopicMetadata',
+            protos_dot_broker__pb2.PartitionedTopicMetadataRequest.SerializeToString,
+            protos_dot_broker__pb2.PartitionedTopicMetadata.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTopicsOfNamespace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Broker/GetTopicsOfNamespace',
+            protos_dot_broker__pb2.TopicsOfNamespaceRequest.SerializeToString,
+            protos_dot_broker__pb2.TopicsOfNamespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class BrokerAdminStub:
     """Administration (pulsar-admin's groups); answers are JSON documents with
@@ -164,6 +253,11 @@ class BrokerAdminStub:
         self.KeySharedLookup = channel.unary_unary(
                 '/magnetar.BrokerAdmin/KeySharedLookup',
                 request_serializer=protos_dot_broker__pb2.KeySharedLookupRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
+        self.CreatePartitionedTopic = channel.unary_unary(
+                '/magnetar.BrokerAdmin/CreatePartitionedTopic',
+                request_serializer=protos_dot_broker__pb2.CreatePartitionedTopicRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
 
@@ -194,6 +288,13 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePartitionedTopic(self, request, context):
+        """topics create-partitioned-topic: partitions metadata in the metastore.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -210,6 +311,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'KeySharedLookup': grpc.unary_unary_rpc_method_handler(
                     servicer.KeySharedLookup,
                     request_deserializer=protos_dot_broker__pb2.KeySharedLookupRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'CreatePartitionedTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitionedTopic,
+                    request_deserializer=protos_dot_broker__pb2.CreatePartitionedTopicRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -295,6 +401,33 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/KeySharedLookup',
             protos_dot_broker__pb2.KeySharedLookupRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitionedTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/CreatePartitionedTopic',
+            protos_dot_broker__pb2.CreatePartitionedTopicRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,

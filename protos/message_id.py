@@ -17,15 +17,27 @@ _INT64_MAX = (1 << 63) - 1
 
 
 class MessageId:
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_topic")
 
     earliest: ClassVar[MessageId]
     latest: ClassVar[MessageId]
 
     def __init__(
-        self, ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+        self,
+        ledger_id: int,
+        entry_id: int,
+        partition: int = -1,
+        batch_index: int = -1,
+        *,
+        topic: str | None = None,
     ) -> None:
         self._key = (int(ledger_id), int(entry_id), int(partition), int(batch_index))
+        # The topic a consumer received it from (routes acks of multi-topic
+        # consumers); not part of equality or of serialize().
+        self._topic = topic
+
+    def topic_name(self) -> str | None:
+        return self._topic
 
     def ledger_id(self) -> int:
         return self._key[0]

@@ -11,6 +11,7 @@ import pytest
 
 from client import Client, InitialPosition, MessageId, Result, Timeout
 from client import aio as client_aio
+from client._consumer import ConsumerEngine
 from metastore.client import MetastoreClient
 
 
@@ -138,6 +139,7 @@ def test_flow_control_never_exceeds_the_receiver_queue(cluster, topic):
             topic, "flow", initial_position=InitialPosition.Earliest, receiver_queue_size=5
         )
         engine = consumer._engine
+        assert isinstance(engine, ConsumerEngine)
         # wait until the first permits are used, then check nothing beyond them arrived
         from tests.harness import wait_for
 

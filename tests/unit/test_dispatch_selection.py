@@ -19,6 +19,7 @@ def _sub(topic: str, sub_type: int, **settings: int) -> Subscription:
         settings=replace(BrokerSettings(), **settings),  # type: ignore[arg-type]
         name=TopicName.parse(topic),
         ledger=None,
+        persistent=True,
     )
     return Subscription(t, "s", sub_type, cursor)  # type: ignore[arg-type]
 

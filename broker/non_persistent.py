@@ -1,0 +1,104 @@
+"""Non-persistent topics (``non-persistent://…``): nothing reaches a bookie.
+
+A published entry is handed at once to every subscription's
+:class:`~broker.dispatcher.NonPersistentDispatcher`, which gives it to one
+consumer with permits (by the subscription's type) or drops it and counts
+the drop. The send is confirmed once that is done. Message ids are
+``(0, n)`` with ``n`` counting the topic's entries since it was loaded, so
+they restart after a broker restart, which loses nothing else (nothing else
+exists). Subscriptions are in memory only and vanish with their last
+consumer; acknowledgements are accepted and change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from broker.dispatcher import NonPersistentDispatcher, slot_and_messages
+from broker.settings import BrokerSettings
+from broker.topic import Consumer, KeySharedPolicy, Subscription, TopicBase
+from protos.topic_name import TopicName
+
+NON_PERSISTENT_LEDGER_ID = 0
+
+
+class NullCursor:
+    """The cursor of a non-persistent subscription: it keeps nothing."""
+
+    durable = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def ack(self, positions: list[tuple[int, int]], cumulative: bool) -> None:
+        pass
+
+    def is_acked(self, pos: tuple[int, int]) -> bool:
+        return False
+
+    def rewind(self) -> None:
+        pass
+
+    def reset(self, mark_delete: tuple[int, int]) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def delete(self) -> None:
+        pass
+
+
+class NonPersistentTopic(TopicBase):
+    persistent = False
+
+    def __init__(self, name: TopicName, settings: BrokerSettings) -> None:
+        super().__init__(name, settings)
+        self._entry_ids = itertools.count()
+        self._last: tuple[int, int] = (-1, -1)
+
+    @property
+    def last_position(self) -> tuple[int, int]:
+        return self._last
+
+    def publish(self, entry: bytes) -> asyncio.Future:
+        pos = (NON_PERSISTENT_LEDGER_ID, next(self._entry_ids))
+        slot, messages = slot_and_messages(entry)
+        for sub in list(self.subscriptions.values()):
+            dispatcher = sub.dispatcher
+            assert isinstance(dispatcher, NonPersistentDispatcher)
+            dispatcher.dispatch_entry(pos, entry, messages, slot)
+        self._last = pos
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+        done.set_result(pos)
+        return done
+
+    def subscription_idle(self, sub: Subscription) -> None:
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+
+    async def subscribe(
+        self,
+        sub_name: str,
+        sub_type: int,
+        latest: bool,
+        durable: bool,
+        consumer_name: str,
+        priority_level: int = 0,
+        mark_delete: tuple[int, int] | None = None,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> Consumer:
+        async with self._sub_lock:
+            sub = self.subscriptions.get(sub_name)
+            if sub is None:
+                self._check_room_for_subscription()
+                sub = Subscription(self, sub_name, sub_type, NullCursor(sub_name), key_shared)  # type: ignore[arg-type]
+                consumer = sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+                self.subscriptions[sub_name] = sub
+                return consumer
+            return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+
+    async def close(self) -> None:
+        self._close_consumers()
+        self.subscriptions.clear()
