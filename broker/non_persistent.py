@@ -16,8 +16,9 @@ import asyncio
 import itertools
 
 from broker.dispatcher import NonPersistentDispatcher, slot_and_messages
+from broker.managed_ledger import ManagedCursor
 from broker.settings import BrokerSettings
-from broker.topic import Consumer, KeySharedPolicy, Subscription, TopicBase
+from broker.topic import Subscription, TopicBase
 from protos.topic_name import TopicName
 
 NON_PERSISTENT_LEDGER_ID = 0
@@ -78,26 +79,10 @@ class NonPersistentTopic(TopicBase):
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
 
-    async def subscribe(
-        self,
-        sub_name: str,
-        sub_type: int,
-        latest: bool,
-        durable: bool,
-        consumer_name: str,
-        priority_level: int = 0,
-        mark_delete: tuple[int, int] | None = None,
-        key_shared: KeySharedPolicy | None = None,
-    ) -> Consumer:
-        async with self._sub_lock:
-            sub = self.subscriptions.get(sub_name)
-            if sub is None:
-                self._check_room_for_subscription()
-                sub = Subscription(self, sub_name, sub_type, NullCursor(sub_name), key_shared)  # type: ignore[arg-type]
-                consumer = sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
-                self.subscriptions[sub_name] = sub
-                return consumer
-            return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+    async def _open_cursor(
+        self, sub_name: str, latest: bool, durable: bool, mark_delete: tuple[int, int] | None
+    ) -> ManagedCursor:
+        return NullCursor(sub_name)  # type: ignore[return-value]
 
     async def close(self) -> None:
         self._close_consumers()

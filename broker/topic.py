@@ -342,6 +342,11 @@ class TopicBase:
     def subscription_idle(self, sub: Subscription) -> None:
         """``sub``'s last consumer left."""
 
+    async def _open_cursor(
+        self, sub_name: str, latest: bool, durable: bool, mark_delete: tuple[int, int] | None
+    ) -> ManagedCursor:
+        raise NotImplementedError
+
     async def subscribe(
         self,
         sub_name: str,
@@ -353,7 +358,20 @@ class TopicBase:
         mark_delete: tuple[int, int] | None = None,
         key_shared: KeySharedPolicy | None = None,
     ) -> Consumer:
-        raise NotImplementedError
+        async with self._sub_lock:
+            sub = self.subscriptions.get(sub_name)
+            if sub is not None:
+                return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+            self._check_room_for_subscription()
+            cursor = await self._open_cursor(sub_name, latest, durable, mark_delete)
+            sub = Subscription(self, sub_name, sub_type, cursor, key_shared)
+            try:
+                consumer = sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+            except BrokerError:
+                await cursor.delete()  # refused: as if it never tried to subscribe
+                raise
+            self.subscriptions[sub_name] = sub
+            return consumer
 
     async def close(self) -> None:
         raise NotImplementedError
@@ -485,49 +503,22 @@ class Topic(TopicBase):
 
     async def load_cursors(self) -> None:
         for name in await self.ledger.cursor_names():
-            cursor, _ = await ManagedCursor.open(
-                self.ledger,
-                name,
-                initial_position_latest=True,
-                durable=True,
-                persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
-                max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
-            )
+            cursor = await self._open_cursor(name, latest=True, durable=True, mark_delete=None)
             self.subscriptions[name] = Subscription(self, name, broker_pb2.EXCLUSIVE, cursor)
 
-    async def subscribe(
-        self,
-        sub_name: str,
-        sub_type: int,
-        latest: bool,
-        durable: bool,
-        consumer_name: str,
-        priority_level: int = 0,
-        mark_delete: tuple[int, int] | None = None,
-        key_shared: KeySharedPolicy | None = None,
-    ) -> Consumer:
-        async with self._sub_lock:
-            sub = self.subscriptions.get(sub_name)
-            if sub is None:
-                self._check_room_for_subscription()
-                cursor, _ = await ManagedCursor.open(
-                    self.ledger,
-                    sub_name,
-                    initial_position_latest=latest,
-                    durable=durable,
-                    persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
-                    max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
-                    mark_delete=mark_delete,
-                )
-                sub = Subscription(self, sub_name, sub_type, cursor, key_shared)
-                try:
-                    consumer = sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
-                except BrokerError:
-                    await cursor.delete()  # refused: as if it never tried to subscribe
-                    raise
-                self.subscriptions[sub_name] = sub
-                return consumer
-            return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+    async def _open_cursor(
+        self, sub_name: str, latest: bool, durable: bool, mark_delete: tuple[int, int] | None
+    ) -> ManagedCursor:
+        cursor, _ = await ManagedCursor.open(
+            self.ledger,
+            sub_name,
+            initial_position_latest=latest,
+            durable=durable,
+            persist_interval_ms=self.settings.managed_ledger_cursor_persist_interval_ms,
+            max_ranges=self.settings.managed_ledger_max_unacked_ranges_to_persist,
+            mark_delete=mark_delete,
+        )
+        return cursor
 
     async def close(self) -> None:
         self.ledger.remove_listener(self._on_new_entries)
