@@ -25,7 +25,14 @@ from typing import Any
 import grpc
 
 from client._connection import Connection, call_in_loop
-from client.enums import BatchingType, HashingScheme, PartitionsRoutingMode, ProducerAccessMode
+from client.compression import wire_type
+from client.enums import (
+    BatchingType,
+    CompressionType,
+    HashingScheme,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+)
 from client.exceptions import (
     AlreadyClosed,
     InvalidConfiguration,
@@ -55,12 +62,17 @@ class ProducerOptions:
     batching_max_publish_delay_ms: int = 10
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     batching_type: BatchingType = BatchingType.Default
+    compression_type: CompressionType = CompressionType.NONE
     # Partitioned topics.
     message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
     message_router: Callable[[Any, int], int] | None = None
     hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
 
     def validate(self) -> None:
+        if not isinstance(self.compression_type, CompressionType):
+            raise InvalidConfiguration(
+                f"compression_type {self.compression_type!r} is not a CompressionType"
+            )
         if self.message_router is not None:
             if not callable(self.message_router):
                 raise InvalidConfiguration("message_router must be callable (message, n) -> int")
@@ -136,6 +148,7 @@ class ProducerEngine:
         self.opts = options
         self.loop = loop
         self.partition = partition
+        self._compression = wire_type(options.compression_type)
         self.name = ""
         self.max_message_size = 5 * 1024 * 1024
         self._lock = threading.Lock()
@@ -309,7 +322,9 @@ class ProducerEngine:
         else:
             groups = [messages]
         for group in groups:
-            self._ready.append(_Batch(group, build_entry(group, self.name, now_ms)))
+            self._ready.append(
+                _Batch(group, build_entry(group, self.name, now_ms, self._compression))
+            )
 
     def _kick(self) -> None:
         with self._lock:

@@ -60,6 +60,7 @@ PRODUCER_OPTIONS = {
     "batching_max_publish_delay_ms",
     "access_mode",
     "batching_type",
+    "compression_type",
     "message_routing_mode",
     "message_router",
     "hashing_scheme",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from client.compression import compress, decompress
 from protos import common_pb2
 from protos.entry import encode_entry, iter_batch, split_entry
 from protos.message_id import MessageId
@@ -141,6 +142,8 @@ def unpack_entry(
     redelivery_count: int,
 ) -> list[Message]:
     meta, payload = split_entry(entry)
+    if meta.compression != common_pb2.NONE:
+        payload = memoryview(decompress(meta.compression, payload, meta.uncompressed_size))
     if not meta.HasField("num_messages_in_batch"):
         return [
             Message(
@@ -219,8 +222,14 @@ def _kvs(props: dict[str, str]) -> list[common_pb2.KeyValue]:
     return [common_pb2.KeyValue(key=k, value=v) for k, v in props.items()]
 
 
-def build_entry(messages: list[PendingMessage], producer_name: str, publish_time_ms: int) -> bytes:
-    """One entry for a batch of messages (plain when there is one)."""
+def build_entry(
+    messages: list[PendingMessage],
+    producer_name: str,
+    publish_time_ms: int,
+    compression: int = common_pb2.NONE,
+) -> bytes:
+    """One entry for a batch of messages (plain when there is one), its
+    payload compressed as one block."""
     first = messages[0]
     meta = common_pb2.MessageMetadata(
         producer_name=producer_name,
@@ -237,7 +246,7 @@ def build_entry(messages: list[PendingMessage], producer_name: str, publish_time
             meta.ordering_key = first.ordering_key
         meta.event_time = first.event_time
         meta.uncompressed_size = len(first.payload)
-        return encode_entry(meta, first.payload)
+        return _encode(meta, first.payload, compression)
     parts: list[bytes] = []
     smm = common_pb2.SingleMessageMetadata()
     plain = b""
@@ -273,4 +282,11 @@ def build_entry(messages: list[PendingMessage], producer_name: str, publish_time
         meta.partition_key = first.partition_key
     if first.ordering_key is not None:
         meta.ordering_key = first.ordering_key
-    return encode_entry(meta, plain)
+    return _encode(meta, plain, compression)
+
+
+def _encode(meta: common_pb2.MessageMetadata, payload: bytes, compression: int) -> bytes:
+    if compression != common_pb2.NONE:
+        meta.compression = compression  # type: ignore[assignment]
+        payload = compress(compression, payload)
+    return encode_entry(meta, payload)
