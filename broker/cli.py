@@ -225,6 +225,18 @@ def topics_create_partitioned_topic(service_url: str, topic: str, partitions: in
     _admin_call(service_url, lambda a: a.topics.create_partitioned_topic(topic, partitions))
 
 
+@topics.command("create-subscription")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="Name of the subscription.")
+@click.option("--earliest", is_flag=True, help="Start at the first message (default: the end).")
+@click.pass_obj
+def topics_create_subscription(
+    service_url: str, topic: str, subscription: str, earliest: bool
+) -> None:
+    """Create a durable SUBSCRIPTION on TOPIC with no consumer yet."""
+    _admin_call(service_url, lambda a: a.topics.create_subscription(topic, subscription, earliest))
+
+
 @topics.command("get-partitioned-topic-metadata")
 @click.argument("topic")
 @click.pass_obj

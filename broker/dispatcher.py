@@ -115,6 +115,28 @@ class Dispatcher:
         """Deliver again everything ``consumer`` holds unacknowledged."""
         raise NotImplementedError
 
+    def redeliver_positions(self, consumer: Consumer, positions: list[Position]) -> None:
+        """Deliver these of ``consumer``'s pending entries again (negative acks,
+        ack timeouts). Ordered types cannot skip: they redeliver everything."""
+        self.redeliver_consumer(consumer)
+
+    def take_pending(
+        self, consumer: Consumer, positions: list[Position]
+    ) -> list[tuple[Position, int]]:
+        """Remove these entries from ``consumer``'s pending ones, counting one
+        more redelivery: [(position, messages)] of those it held unacked."""
+        counts = self.sub.redelivery_counts
+        out = []
+        for pos in positions:
+            n = consumer.pending.pop(pos, None)
+            if n is None:
+                continue
+            consumer.unacked -= n
+            if not self.sub.cursor.is_acked(pos):
+                counts[pos] = counts.get(pos, 0) + 1
+                out.append((pos, n))
+        return out
+
     def acked(self, consumer: Consumer, done: list[tuple[Position, int]]) -> None:
         """``consumer``'s pending entries ``done`` (position, messages) were acked."""
 
@@ -269,6 +291,9 @@ class SharedDispatcher(Dispatcher):
     def redeliver_consumer(self, consumer: Consumer) -> None:
         self.redeliver.update(self.requeue_pending(consumer))
 
+    def redeliver_positions(self, consumer: Consumer, positions: list[Position]) -> None:
+        self.redeliver.update(pos for pos, _ in self.take_pending(consumer, positions))
+
     def reset(self) -> None:
         self.redeliver.clear()
 
@@ -379,6 +404,13 @@ class KeySharedDispatcher(Dispatcher):
         for pos in held:
             self.slots.pop(pos, None)
         self.tracker.release(consumer)
+
+    def redeliver_positions(self, consumer: Consumer, positions: list[Position]) -> None:
+        for pos, n in self.take_pending(consumer, positions):
+            slot = self.slots.pop(pos, None)
+            if slot is not None:
+                self.tracker.acked(consumer, slot, n)  # no longer held there
+                self.replay[pos] = (slot, n)
 
     def acked(self, consumer: Consumer, done: list[tuple[Position, int]]) -> None:
         for pos, n in done:

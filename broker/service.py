@@ -659,7 +659,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
                     )
                 elif kind == "redeliver":
-                    sub.redeliver_unacked(consumer)
+                    r = req.redeliver
+                    if len(r.ledger_ids) != len(r.entry_ids):
+                        consumer.deliver(
+                            broker_pb2.ConsumerResponse(
+                                request_error=error(
+                                    common_pb2.INVALID_ARGUMENT,
+                                    "redeliver: ledger_ids and entry_ids differ in length",
+                                )
+                            )
+                        )
+                        continue
+                    sub.redeliver_unacked(
+                        consumer, list(zip(r.ledger_ids, r.entry_ids, strict=True))
+                    )
                 elif kind == "unsubscribe":
                     try:
                         await sub.topic.unsubscribe(consumer)
@@ -791,6 +804,28 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
                 ) from None
             return broker_pb2.JsonResponse(
                 json=json.dumps({"topic": name.full_name, "partitions": request.partitions})
+            )
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
+
+    async def CreateSubscription(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            if not request.subscription:
+                raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
+            name = TopicName.parse(request.topic)
+            topic = await self.broker.get_topic(name)
+            if not topic.persistent:
+                raise BrokerError(
+                    f"{name} is non-persistent: its subscriptions live with their consumers",
+                    common_pb2.NOT_ALLOWED,
+                )
+            if not await topic.create_subscription(request.subscription, not request.earliest):
+                raise BrokerError(
+                    f"subscription {request.subscription!r} already exists on {name}",
+                    common_pb2.NOT_ALLOWED,
+                )
+            return broker_pb2.JsonResponse(
+                json=json.dumps({"topic": name.full_name, "subscription": request.subscription})
             )
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))

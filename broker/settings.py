@@ -21,6 +21,11 @@ class BrokerSettings:
     allow_auto_topic_creation: bool = setting(
         True, "Create a persistent topic of an existing namespace on first use."
     )
+    allow_auto_subscription_creation: bool = setting(
+        True,
+        "Create a durable subscription when a consumer first names it; when off, only "
+        "subscriptions made with `topics create-subscription` can be used.",
+    )
     managed_ledger_default_ensemble_size: int = setting(
         2, "Bookies per ledger (E); `magnetar standalone` uses 1."
     )

@@ -299,8 +299,14 @@ class Subscription:
         self.cursor.reset(mark_delete)
         self.dispatcher.trigger()
 
-    def redeliver_unacked(self, consumer: Consumer) -> None:
-        self.dispatcher.redeliver_consumer(consumer)
+    def redeliver_unacked(
+        self, consumer: Consumer, positions: list[tuple[int, int]] | None = None
+    ) -> None:
+        """Everything ``consumer`` holds, or only ``positions`` of it."""
+        if positions:
+            self.dispatcher.redeliver_positions(consumer, positions)
+        else:
+            self.dispatcher.redeliver_consumer(consumer)
         self.dispatcher.trigger()
 
     def on_new_entries(self) -> None:
@@ -347,6 +353,18 @@ class TopicBase:
     ) -> ManagedCursor:
         raise NotImplementedError
 
+    async def create_subscription(self, sub_name: str, latest: bool) -> bool:
+        """A durable subscription with no consumer (admin); False if it exists."""
+        async with self._sub_lock:
+            if sub_name in self.subscriptions:
+                return False
+            self._check_room_for_subscription()
+            cursor = await self._open_cursor(sub_name, latest, True, None)
+            self.subscriptions[sub_name] = Subscription(
+                self, sub_name, broker_pb2.EXCLUSIVE, cursor
+            )
+            return True
+
     async def subscribe(
         self,
         sub_name: str,
@@ -362,6 +380,13 @@ class TopicBase:
             sub = self.subscriptions.get(sub_name)
             if sub is not None:
                 return sub.add_consumer(consumer_name, sub_type, priority_level, key_shared)
+            if durable and not self.settings.allow_auto_subscription_creation:
+                raise _err(
+                    common_pb2.SUBSCRIPTION_NOT_FOUND,
+                    f"subscription {sub_name!r} does not exist on {self.name} and "
+                    "allow_auto_subscription_creation is off (create it with "
+                    "topics create-subscription)",
+                )
             self._check_room_for_subscription()
             cursor = await self._open_cursor(sub_name, latest, durable, mark_delete)
             sub = Subscription(self, sub_name, sub_type, cursor, key_shared)

@@ -25,7 +25,12 @@ from client.enums import (
 from client.exceptions import *  # noqa: F403 - every Pulsar-named exception
 from client.exceptions import MagnetarError
 from client.message import Message
-from client.policies import ConsumerKeySharedPolicy
+from client.policies import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
+    MultiplierRedeliveryBackoff,
+)
 from protos.message_id import MessageId
 
 __all__ = [
@@ -33,6 +38,8 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
+    "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",
     "HashingScheme",
@@ -41,6 +48,7 @@ __all__ = [
     "MagnetarError",
     "Message",
     "MessageId",
+    "MultiplierRedeliveryBackoff",
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",

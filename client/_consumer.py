@@ -19,11 +19,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
 from client._connection import Connection, call_in_loop
 from client._producer import from_wire_or
+from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
     ConsumerType,
     InitialPosition,
@@ -40,7 +42,13 @@ from client.exceptions import (
     from_wire,
 )
 from client.message import Message, unpack_entry
-from client.policies import ConsumerKeySharedPolicy
+from client.policies import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
+    MultiplierRedeliveryBackoff,
+)
+from client.redelivery import AckTimeoutTracker, NegativeAckTracker
 from protos import broker_pb2, common_pb2
 from protos.message_id import MessageId
 
@@ -72,8 +80,45 @@ class ConsumerOptions:
     # Regex subscriptions.
     pattern_auto_discovery_period: float = 60
     regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
+    # Client-side redelivery.
+    negative_ack_redelivery_delay_ms: int = 60000
+    negative_ack_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
+    unacked_messages_timeout_ms: int | None = None
+    ack_timeout_tick_time_ms: int = 1000
+    ack_timeout_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
+    dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    batch_receive_policy: ConsumerBatchReceivePolicy | None = None
 
     def validate(self) -> None:
+        if (
+            not isinstance(self.negative_ack_redelivery_delay_ms, int)
+            or self.negative_ack_redelivery_delay_ms < 0
+        ):
+            raise InvalidConfiguration(
+                f"negative_ack_redelivery_delay_ms is {self.negative_ack_redelivery_delay_ms!r}; "
+                "it must be an int >= 0"
+            )
+        for name in ("negative_ack_redelivery_backoff", "ack_timeout_redelivery_backoff"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, MultiplierRedeliveryBackoff):
+                raise InvalidConfiguration(f"{name} must be a MultiplierRedeliveryBackoff")
+        timeout = self.unacked_messages_timeout_ms
+        if timeout is not None and (not isinstance(timeout, int) or timeout < 1000):
+            raise InvalidConfiguration(
+                f"unacked_messages_timeout_ms is {timeout!r}; it must be >= 1000 (or None: off)"
+            )
+        if not isinstance(self.ack_timeout_tick_time_ms, int) or self.ack_timeout_tick_time_ms < 1:
+            raise InvalidConfiguration(
+                f"ack_timeout_tick_time_ms is {self.ack_timeout_tick_time_ms!r}; it must be >= 1"
+            )
+        if self.dead_letter_policy is not None and not isinstance(
+            self.dead_letter_policy, ConsumerDeadLetterPolicy
+        ):
+            raise InvalidConfiguration("dead_letter_policy must be a ConsumerDeadLetterPolicy")
+        if self.batch_receive_policy is not None and not isinstance(
+            self.batch_receive_policy, ConsumerBatchReceivePolicy
+        ):
+            raise InvalidConfiguration("batch_receive_policy must be a ConsumerBatchReceivePolicy")
         if not isinstance(self.pattern_auto_discovery_period, int | float) or not (
             self.pattern_auto_discovery_period > 0
         ):
@@ -173,6 +218,12 @@ class ConsumerEngine:
         self._write_lock = asyncio.Lock()
         # A multi-topic consumer's wake-up (called on the loop when messages arrive).
         self.on_arrival: Callable[[], None] | None = None
+        self._nacks = NegativeAckTracker()
+        timeout_ms = options.unacked_messages_timeout_ms
+        self._ack_timeouts = AckTimeoutTracker(timeout_ms / 1000) if timeout_ms else None
+        self._redelivery_task: asyncio.Task | None = None
+        self._dead_letters: DeadLetterPublisher | None = None
+        self._side_tasks: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         await self.connection.ensure_ready()
@@ -209,6 +260,33 @@ class ConsumerEngine:
             broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=self.opts.receiver_queue_size))
         )
         self._reader_task = self.loop.create_task(self._reader())
+        if self._ack_timeouts is not None:
+            self._ensure_redelivery_task()
+        policy = self.opts.dead_letter_policy
+        if policy is not None and policy.initial_subscription_name():
+            try:
+                await self._create_dead_letter_subscription(policy)
+            except BaseException:
+                await self.close()
+                raise
+
+    async def _create_dead_letter_subscription(self, policy: ConsumerDeadLetterPolicy) -> None:
+        """Create ``initial_subscription_name`` on the dead letter topic now, so
+        nothing dead-lettered is missed by it."""
+        name = policy.initial_subscription_name()
+        assert name is not None
+        topic = policy.dead_letter_topic() or default_dead_letter_topic(
+            self.topic, self.subscription
+        )
+        probe = ConsumerEngine(
+            self.connection,
+            topic,
+            name,
+            ConsumerOptions(initial_position=InitialPosition.Earliest, receiver_queue_size=1),
+            self.loop,
+        )
+        await probe.start()
+        await probe.close()
 
     async def _write(self, req: broker_pb2.ConsumerRequest) -> None:
         assert self._call is not None
@@ -255,17 +333,23 @@ class ConsumerEngine:
 
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
         messages: list[Message] = []
+        policy = self.opts.dead_letter_policy
         for ledger_id, entry_id, redelivery, entry in zip(
             d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, strict=True
         ):
             try:
-                messages.extend(
-                    unpack_entry(entry, ledger_id, entry_id, self.partition, self.topic, redelivery)
+                unpacked = unpack_entry(
+                    entry, ledger_id, entry_id, self.partition, self.topic, redelivery
                 )
             except MagnetarError as exc:
                 log.error(
                     "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
                 )
+                continue
+            if policy is not None and redelivery > policy.max_redeliver_count():
+                self._to_dead_letter_topic(unpacked, (ledger_id, entry_id))
+                continue
+            messages.extend(unpacked)
         skip = self._skip_before
         if skip is not None and messages:
             keep_self = self._skip_inclusive
@@ -289,6 +373,45 @@ class ConsumerEngine:
             waiter.set_result(None)
         if self.on_arrival is not None and messages:
             self.on_arrival()
+
+    def _to_dead_letter_topic(self, messages: list[Message], pos: tuple[int, int]) -> None:
+        """Publish an entry's messages to the dead letter topic, then ack it."""
+        if self._dead_letters is None:
+            policy = self.opts.dead_letter_policy
+            assert policy is not None
+            self._dead_letters = DeadLetterPublisher.for_consumer(
+                self.connection,
+                self.loop,
+                self.topic,
+                self.subscription,
+                self.name,
+                policy.dead_letter_topic(),
+            )
+        publisher = self._dead_letters
+
+        async def run() -> None:
+            try:
+                await publisher.publish(messages)
+            except Exception as exc:
+                log.warning("%s: dead-lettering %s failed: %s", self.topic, pos, exc)
+                return
+            with self._lock:
+                self._individual.append(pos)
+                self._schedule_ack_flush_locked(False)
+
+        self._release_permits(len(messages))
+        task = self.loop.create_task(run())
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    def _release_permits(self, n: int) -> None:
+        """Messages that used permits but will not be taken by the application."""
+        with self._lock:
+            self._taken_since_flow += n
+            if self._taken_since_flow < max(1, self.opts.receiver_queue_size // 2):
+                return
+            permits, self._taken_since_flow = self._taken_since_flow, 0
+        self.loop.create_task(self._send_flow(permits))
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failure = exc
@@ -316,6 +439,10 @@ class ConsumerEngine:
 
     def _took(self, msg: Message) -> Message:
         self.last_dequeued = msg.message_id()
+        if self._ack_timeouts is not None:
+            backoff = self.opts.ack_timeout_redelivery_backoff
+            extra_s = backoff.next(msg.redelivery_count()) / 1000 if backoff else 0.0
+            self._ack_timeouts.taken(msg.message_id().position, time.monotonic(), extra_s)
         self._taken_since_flow += 1
         if self._taken_since_flow >= max(1, self.opts.receiver_queue_size // 2):
             permits, self._taken_since_flow = self._taken_since_flow, 0
@@ -384,6 +511,9 @@ class ConsumerEngine:
                     f"acknowledge takes a Message or MessageId, not {type(target).__name__}"
                 )
             self._individual.append(mid.position)
+            self._nacks.acked(mid.position)
+            if self._ack_timeouts is not None:
+                self._ack_timeouts.acked(mid.position)
             self._schedule_ack_flush_locked(len(self._individual) >= ACK_GROUP_MAX)
 
     def acknowledge_cumulative(self, target: Message | MessageId) -> None:
@@ -448,6 +578,65 @@ class ConsumerEngine:
         except Exception as exc:
             log.warning("%s: sending acks failed: %s", self.topic, exc)
 
+    def negative_acknowledge(self, target: Message | MessageId) -> None:
+        """Have this message delivered again after the nack delay (its whole
+        entry: every message of a batch comes back)."""
+        with self._lock:
+            self._check()
+            if isinstance(target, Message):
+                mid, count = target.message_id(), target.redelivery_count()
+            elif isinstance(target, MessageId):
+                mid, count = target, 0
+            else:
+                raise TypeError(
+                    f"negative_acknowledge takes a Message or MessageId, not {type(target).__name__}"
+                )
+            backoff = self.opts.negative_ack_redelivery_backoff
+            delay_ms = (
+                backoff.next(count) if backoff else self.opts.negative_ack_redelivery_delay_ms
+            )
+            self._nacks.nack(mid.position, time.monotonic(), delay_ms / 1000)
+            if self._ack_timeouts is not None:
+                self._ack_timeouts.acked(mid.position)
+        call_in_loop(self.loop, self._ensure_redelivery_task)
+
+    def _ensure_redelivery_task(self) -> None:
+        if self._redelivery_task is None and not self.closed:
+            self._redelivery_task = self.loop.create_task(self._redelivery_loop())
+
+    def _redelivery_tick_s(self) -> float:
+        tick = 0.05  # nack deadlines are met within 50 ms
+        if self._ack_timeouts is not None and not len(self._nacks):
+            tick = self.opts.ack_timeout_tick_time_ms / 1000
+        return tick
+
+    async def _redelivery_loop(self) -> None:
+        """Send what the nack and ack-timeout trackers say is due, once per tick."""
+        while not self.closed:
+            await asyncio.sleep(self._redelivery_tick_s())  # a timer, not a wait on state
+            now = time.monotonic()
+            with self._lock:
+                due = set(self._nacks.due(now))
+                if self._ack_timeouts is not None:
+                    due.update(self._ack_timeouts.due(now))
+            if not due:
+                continue
+            try:
+                await self._redeliver_positions(sorted(due))
+            except Exception as exc:
+                log.warning("%s: redelivery request failed: %s", self.topic, exc)
+
+    async def _redeliver_positions(self, positions: list[tuple[int, int]]) -> None:
+        if self.opts.consumer_type not in (ConsumerType.Shared, ConsumerType.KeyShared):
+            # Ordered types cannot skip ahead: everything comes again, in order.
+            await self.redeliver_unacknowledged()
+            return
+        req = broker_pb2.RedeliverUnacknowledged()
+        req.ledger_ids.extend(p[0] for p in positions)
+        req.entry_ids.extend(p[1] for p in positions)
+        await self.flush_acks()
+        await self._write(broker_pb2.ConsumerRequest(redeliver=req))
+
     async def redeliver_unacknowledged(self) -> None:
         """Drop the local queue and have the broker deliver every unacked message again."""
         self._check()
@@ -455,6 +644,9 @@ class ConsumerEngine:
         with self._arrived:
             dropped = len(self._incoming)
             self._incoming.clear()
+            self._nacks.clear()
+            if self._ack_timeouts is not None:
+                self._ack_timeouts.clear()
         await self._write(
             broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
         )
@@ -515,6 +707,10 @@ class ConsumerEngine:
         self.closed = True
         if self._reader_task is not None:
             self._reader_task.cancel()
+        if self._redelivery_task is not None:
+            self._redelivery_task.cancel()
+        if self._dead_letters is not None:
+            await self._dead_letters.close()
         self._fail(AlreadyClosed(f"consumer {self.name} unsubscribed from {self.subscription}"))
 
     async def close(self) -> None:
@@ -532,6 +728,10 @@ class ConsumerEngine:
                 pass
         if self._reader_task is not None:
             self._reader_task.cancel()
+        if self._redelivery_task is not None:
+            self._redelivery_task.cancel()
+        if self._dead_letters is not None:
+            await self._dead_letters.close()
         self._fail(AlreadyClosed(f"consumer {self.name} is closed"))
 
 
@@ -565,3 +765,51 @@ async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
     if engine.opts.start_message_id_inclusive or start.batch_index() >= 0:
         return last.position >= start.position
     return last.position > start.position
+
+
+def _batch_limits(policy: ConsumerBatchReceivePolicy | None) -> tuple[int, int, float]:
+    policy = policy or ConsumerBatchReceivePolicy()
+    return policy.max_num_message(), policy.max_num_bytes(), policy.timeout_ms() / 1000
+
+
+def _batch_full(policy_max: int, max_bytes: int, count: int, size: int) -> bool:
+    return (policy_max > 0 and count >= policy_max) or size >= max_bytes
+
+
+def batch_receive_blocking(engine: Any, policy: ConsumerBatchReceivePolicy | None) -> list[Message]:
+    """Messages until the policy's count or bytes, or its timeout (maybe none)."""
+    max_n, max_bytes, timeout_s = _batch_limits(policy)
+    deadline = time.monotonic() + timeout_s
+    out: list[Message] = []
+    size = 0
+    while not _batch_full(max_n, max_bytes, len(out), size):
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            break
+        try:
+            m = engine.receive_blocking(left_ms)
+        except Timeout:
+            break
+        out.append(m)
+        size += len(m.data())
+    return out
+
+
+async def batch_receive_async(
+    engine: Any, policy: ConsumerBatchReceivePolicy | None
+) -> list[Message]:
+    max_n, max_bytes, timeout_s = _batch_limits(policy)
+    deadline = time.monotonic() + timeout_s
+    out: list[Message] = []
+    size = 0
+    while not _batch_full(max_n, max_bytes, len(out), size):
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            break
+        try:
+            m = await engine.receive_async(left_ms)
+        except Timeout:
+            break
+        out.append(m)
+        size += len(m.data())
+    return out

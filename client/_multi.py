@@ -427,6 +427,10 @@ class MultiConsumerEngine:
         self._check()
         self._child_for(target).acknowledge_cumulative(target)
 
+    def negative_acknowledge(self, target: Message | MessageId) -> None:
+        self._check()
+        self._child_for(target).negative_acknowledge(target)
+
     async def redeliver_unacknowledged(self) -> None:
         for c in self._order:
             await c.redeliver_unacknowledged()

@@ -16,8 +16,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from client import aio
+from client._consumer import batch_receive_blocking
 from client.enums import ProducerAccessMode, Result
-from client.exceptions import AlreadyClosed, MagnetarError, Timeout
+from client.exceptions import AlreadyClosed, InvalidConfiguration, MagnetarError, Timeout
 from client.message import Message
 from protos.message_id import MessageId
 
@@ -124,6 +125,14 @@ class Consumer:
     def receive(self, timeout_millis: int | None = None) -> Message:
         return self._engine.receive_blocking(timeout_millis)
 
+    def batch_receive(self) -> list[Message]:
+        """Messages per the consumer's ``batch_receive_policy`` (maybe none)."""
+        return batch_receive_blocking(self._engine, self._engine.opts.batch_receive_policy)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Deliver this message again after the nack delay (or its backoff)."""
+        self._engine.negative_acknowledge(message)
+
     def acknowledge(self, message: Message | MessageId) -> None:
         self._engine.acknowledge(message)
 
@@ -147,8 +156,42 @@ class Consumer:
             self._engine.get_last_message_id(self._timeout_s), self._timeout_s + 1
         )
 
+    def _start_listener(self, listener: Callable[[Consumer, Message], Any]) -> None:
+        """Call ``listener(consumer, message)`` on a thread of its own for each
+        message; an exception in it is logged and the next message follows."""
+        self._resumed = threading.Event()
+        self._resumed.set()
+
+        def run() -> None:
+            engine = self._engine
+            while not engine.closed:
+                if not self._resumed.wait(0.2):
+                    continue
+                try:
+                    msg = engine.receive_blocking(200)
+                except Timeout:
+                    continue
+                except MagnetarError:
+                    return
+                try:
+                    listener(self, msg)
+                except Exception:
+                    log.exception("message_listener failed on %s", msg.message_id())
+
+        self._listener = threading.Thread(target=run, name="magnetar-listener", daemon=True)
+        self._listener.start()
+
+    def pause_message_listener(self) -> None:
+        self._resumed.clear()
+
+    def resume_message_listener(self) -> None:
+        self._resumed.set()
+
     def close(self) -> None:
         self._runner.run(self._engine.close(), self._timeout_s)
+        listener = getattr(self, "_listener", None)
+        if listener is not None and listener is not threading.current_thread():
+            listener.join(5)
 
     def topic(self) -> str:
         return self._inner.topic()
@@ -239,10 +282,16 @@ class Client:
         self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any
     ) -> Consumer:
         self._check()
+        listener = options.pop("message_listener", None)
+        if listener is not None and not callable(listener):
+            raise InvalidConfiguration("message_listener must be callable (consumer, message)")
         inner = self._runner.run(
             self._inner.subscribe(topic, subscription_name, **options), self._timeout_s + 1
         )
-        return Consumer(inner, self._runner, self._timeout_s)
+        consumer = Consumer(inner, self._runner, self._timeout_s)
+        if listener is not None:
+            consumer._start_listener(listener)
+        return consumer
 
     def create_reader(self, topic: str, start_message_id: MessageId, **options: Any) -> Reader:
         self._check()

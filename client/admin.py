@@ -41,6 +41,18 @@ class _Topics:
             broker_pb2.CreatePartitionedTopicRequest(topic=topic, partitions=partitions),
         )
 
+    def create_subscription(
+        self, topic: str, subscription: str, earliest: bool = False
+    ) -> dict[str, Any]:
+        """A durable subscription with no consumer, at the end of the topic (or
+        its start with ``earliest``)."""
+        return self._admin._json(
+            "CreateSubscription",
+            broker_pb2.CreateSubscriptionRequest(
+                topic=topic, subscription=subscription, earliest=earliest
+            ),
+        )
+
     def get_partitioned_topic_metadata(self, topic: str) -> dict[str, Any]:
         """``{"partitions": n}``; 0 for a topic that is not partitioned."""
         try:

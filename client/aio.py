@@ -9,12 +9,15 @@ same either way).
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from client._connection import Connection, parse_service_url
-from client._consumer import ConsumerEngine, ConsumerOptions, has_available
+from client._consumer import ConsumerEngine, ConsumerOptions, batch_receive_async, has_available
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
@@ -24,11 +27,19 @@ from client._multi import (
 )
 from client._producer import ProducerEngine, ProducerOptions
 from client.enums import ConsumerType, InitialPosition, ProducerAccessMode, SubscriptionMode
-from client.exceptions import AlreadyClosed, InvalidConfiguration, InvalidTopicName
+from client.exceptions import (
+    AlreadyClosed,
+    InvalidConfiguration,
+    InvalidTopicName,
+    MagnetarError,
+    Timeout,
+)
 from client.message import Message
 from protos.errors import InvalidTopicNameError
 from protos.message_id import MessageId
 from protos.topic_name import TopicName
+
+log = logging.getLogger(__name__)
 
 
 def check_topic(topic: Any) -> str:
@@ -75,6 +86,14 @@ CONSUMER_OPTIONS = {
     "key_shared_policy",
     "pattern_auto_discovery_period",
     "regex_subscription_mode",
+    "negative_ack_redelivery_delay_ms",
+    "negative_ack_redelivery_backoff",
+    "unacked_messages_timeout_ms",
+    "ack_timeout_tick_time_ms",
+    "ack_timeout_redelivery_backoff",
+    "dead_letter_policy",
+    "batch_receive_policy",
+    "message_listener",
 }
 
 
@@ -144,9 +163,47 @@ def _send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 class Consumer:
     def __init__(self, engine: AnyConsumerEngine) -> None:
         self._engine = engine
+        self._listener_task: asyncio.Task | None = None
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+
+    def _start_listener(self, listener: Callable[[Consumer, Message], Any]) -> None:
+        """Call ``listener(consumer, message)`` for each message (awaited when
+        it returns an awaitable); an exception in it is logged."""
+
+        async def run() -> None:
+            while not self._engine.closed:
+                await self._resumed.wait()
+                try:
+                    msg = await self._engine.receive_async(200)
+                except Timeout:
+                    continue
+                except MagnetarError:
+                    return
+                try:
+                    result = listener(self, msg)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    log.exception("message_listener failed on %s", msg.message_id())
+
+        self._listener_task = asyncio.get_running_loop().create_task(run())
+
+    def pause_message_listener(self) -> None:
+        self._resumed.clear()
+
+    def resume_message_listener(self) -> None:
+        self._resumed.set()
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         return await self._engine.receive_async(timeout_millis)
+
+    async def batch_receive(self) -> list[Message]:
+        """Messages per the consumer's ``batch_receive_policy`` (maybe none)."""
+        return await batch_receive_async(self._engine, self._engine.opts.batch_receive_policy)
+
+    async def negative_acknowledge(self, message: Message | MessageId) -> None:
+        self._engine.negative_acknowledge(message)
 
     async def acknowledge(self, message: Message | MessageId) -> None:
         self._engine.acknowledge(message)
@@ -170,6 +227,8 @@ class Consumer:
         return await self._engine.get_last_message_id(30.0)
 
     async def close(self) -> None:
+        if self._listener_task is not None:
+            self._listener_task.cancel()
         await self._engine.close()
 
     def topic(self) -> str:
@@ -277,7 +336,17 @@ class Client:
         check_options("subscribe", options, CONSUMER_OPTIONS)
         if not isinstance(subscription_name, str) or not subscription_name:
             raise InvalidConfiguration("subscription_name must be a non-empty str")
-        opts = ConsumerOptions(**options)
+        listener = options.pop("message_listener", None)
+        if listener is not None and not callable(listener):
+            raise InvalidConfiguration("message_listener must be callable (consumer, message)")
+        consumer = await self._subscribe(topic, subscription_name, ConsumerOptions(**options))
+        if listener is not None:
+            consumer._start_listener(listener)
+        return consumer
+
+    async def _subscribe(
+        self, topic: str | list[str] | re.Pattern, subscription_name: str, opts: ConsumerOptions
+    ) -> Consumer:
         conn = self._conn()
         loop = asyncio.get_running_loop()
         timeout = self._operation_timeout_s

@@ -60,3 +60,93 @@ class ConsumerKeySharedPolicy:
             f"ConsumerKeySharedPolicy({self._mode.name}, allow_out_of_order_delivery="
             f"{self._allow_out_of_order}, sticky_ranges={self._ranges})"
         )
+
+
+class MultiplierRedeliveryBackoff:
+    """Redelivery delay growing with the redelivery count: ``min_delay_ms *
+    multiplier ** count``, at most ``max_delay_ms`` (count 0 = the first
+    redelivery: the seed's table 1, 2, 4, …, 32, 60, 60 s)."""
+
+    def __init__(
+        self, min_delay_ms: int = 1000, max_delay_ms: int = 60000, multiplier: float = 2.0
+    ) -> None:
+        if min_delay_ms < 0 or max_delay_ms < min_delay_ms or multiplier < 1:
+            raise InvalidConfiguration(
+                f"MultiplierRedeliveryBackoff({min_delay_ms}, {max_delay_ms}, {multiplier}): "
+                "need 0 <= min_delay_ms <= max_delay_ms and multiplier >= 1"
+            )
+        self.min_delay_ms = min_delay_ms
+        self.max_delay_ms = max_delay_ms
+        self.multiplier = multiplier
+
+    def next(self, redelivery_count: int) -> int:
+        """Delay in ms before redelivery number ``redelivery_count + 1``."""
+        if redelivery_count <= 0 or self.min_delay_ms <= 0:
+            return self.min_delay_ms
+        # Bounded exponent: past ~64 doublings the cap has long been reached.
+        growth = self.multiplier ** min(redelivery_count, 64)
+        return int(min(self.min_delay_ms * growth, self.max_delay_ms))
+
+
+class ConsumerBatchReceivePolicy:
+    """``batch_receive()`` returns when ``max_num_message`` messages (-1: no
+    limit but the queue) or ``max_num_bytes`` are there, or after ``timeout_ms``."""
+
+    def __init__(
+        self,
+        max_num_message: int = -1,
+        max_num_bytes: int = 10 * 1024 * 1024,
+        timeout_ms: int = 100,
+    ) -> None:
+        if max_num_message == 0 or max_num_message < -1 or max_num_bytes <= 0 or timeout_ms < 0:
+            raise InvalidConfiguration(
+                f"ConsumerBatchReceivePolicy({max_num_message}, {max_num_bytes}, {timeout_ms}): "
+                "max_num_message is -1 or > 0, max_num_bytes > 0, timeout_ms >= 0"
+            )
+        self._max_num_message = max_num_message
+        self._max_num_bytes = max_num_bytes
+        self._timeout_ms = timeout_ms
+
+    def max_num_message(self) -> int:
+        return self._max_num_message
+
+    def max_num_bytes(self) -> int:
+        return self._max_num_bytes
+
+    def timeout_ms(self) -> int:
+        return self._timeout_ms
+
+
+class ConsumerDeadLetterPolicy:
+    """Messages redelivered more than ``max_redeliver_count`` times go to
+    ``dead_letter_topic`` (default ``<topic>-<subscription>-DLQ``);
+    ``reconsume_later`` uses ``retry_letter_topic`` (default
+    ``<topic>-<subscription>-RETRY``)."""
+
+    def __init__(
+        self,
+        max_redeliver_count: int,
+        dead_letter_topic: str | None = None,
+        retry_letter_topic: str | None = None,
+        initial_subscription_name: str | None = None,
+    ) -> None:
+        if not isinstance(max_redeliver_count, int) or max_redeliver_count < 1:
+            raise InvalidConfiguration(
+                f"max_redeliver_count is {max_redeliver_count!r}; it must be an int >= 1"
+            )
+        self._max = max_redeliver_count
+        self._dlq = dead_letter_topic
+        self._retry = retry_letter_topic
+        self._initial = initial_subscription_name
+
+    def max_redeliver_count(self) -> int:
+        return self._max
+
+    def dead_letter_topic(self) -> str | None:
+        return self._dlq
+
+    def retry_letter_topic(self) -> str | None:
+        return self._retry
+
+    def initial_subscription_name(self) -> str | None:
+        return self._initial

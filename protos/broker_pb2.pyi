@@ -259,8 +259,12 @@ class GetLastMessageId(_message.Message):
     def __init__(self) -> None: ...
 
 class RedeliverUnacknowledged(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("ledger_ids", "entry_ids")
+    LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ledger_ids: _containers.RepeatedScalarFieldContainer[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Unsubscribe(_message.Message):
     __slots__ = ()
@@ -319,6 +323,16 @@ class LastMessageId(_message.Message):
 class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CreateSubscriptionRequest(_message.Message):
+    __slots__ = ("topic", "subscription", "earliest")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    EARLIEST_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscription: str
+    earliest: bool
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., earliest: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionedTopicRequest(_message.Message):
     __slots__ = ("topic", "partitions")

@@ -260,6 +260,11 @@ class BrokerAdminStub:
                 request_serializer=protos_dot_broker__pb2.CreatePartitionedTopicRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.CreateSubscription = channel.unary_unary(
+                '/magnetar.BrokerAdmin/CreateSubscription',
+                request_serializer=protos_dot_broker__pb2.CreateSubscriptionRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -295,6 +300,13 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSubscription(self, request, context):
+        """topics create-subscription: a durable subscription with no consumer yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -316,6 +328,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'CreatePartitionedTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.CreatePartitionedTopic,
                     request_deserializer=protos_dot_broker__pb2.CreatePartitionedTopicRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'CreateSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSubscription,
+                    request_deserializer=protos_dot_broker__pb2.CreateSubscriptionRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -428,6 +445,33 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/CreatePartitionedTopic',
             protos_dot_broker__pb2.CreatePartitionedTopicRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/CreateSubscription',
+            protos_dot_broker__pb2.CreateSubscriptionRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,
