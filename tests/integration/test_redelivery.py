@@ -211,15 +211,14 @@ def test_dead_letter_initial_subscription_fails_when_auto_creation_is_off(
 
 def test_message_listener_pause_resume_and_batch_receive(cluster, topic):
     received: list[bytes] = []
+
+    def on_message(consumer, msg) -> None:  # type: ignore[no-untyped-def]
+        received.append(msg.data())
+        consumer.acknowledge(msg)
+
     with Client(cluster.service_url) as c:
         listened = c.subscribe(
-            topic,
-            "listen",
-            initial_position=InitialPosition.Earliest,
-            message_listener=lambda consumer, msg: (
-                received.append(msg.data()),
-                consumer.acknowledge(msg),
-            ),
+            topic, "listen", initial_position=InitialPosition.Earliest, message_listener=on_message
         )
         p = c.create_producer(topic, batching_enabled=False)
         for i in range(5):
