@@ -26,6 +26,9 @@ messages gets nothing more until half of them are acknowledged; 0 = no limit.
   an entry goes out the moment it is published, to the consumer the type
   picks among those with permits, or is dropped (and counted) when none
   has any. Nothing is pending and nothing is redelivered.
+* Shared and Key_Shared hold entries whose deliver-at time has not come in
+  a :class:`~broker.delayed_delivery.DelayedDeliveryTracker` and deliver
+  them like redeliveries when due; Exclusive and Failover deliver at once.
 * :class:`KeySharedDispatcher` (Key_Shared): each entry goes to the consumer
   that :mod:`broker.key_shared` picks for its key's slot. An entry that
   cannot go now (its consumer has no permits, or the slot is still held by
@@ -39,10 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedDict, SortedSet
 
+from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.key_shared import KeyHashTracker, Selector, slot_of, sticky_key
 from broker.meter import Meter
 from protos import broker_pb2
@@ -61,6 +66,14 @@ def messages_in(data: bytes) -> int:
         return num_messages(parse_metadata(data))
     except CorruptedEntryError:
         return 1
+
+
+def deliver_at_of(data: bytes) -> int:
+    """An entry's deliver-at time in epoch ms (0: at once)."""
+    try:
+        return int(parse_metadata(data).deliver_at_time)
+    except CorruptedEntryError:
+        return 0
 
 
 def slot_and_messages(data: bytes) -> tuple[int, int]:
@@ -83,6 +96,65 @@ class Dispatcher:
         self.max_bytes = max_bytes
         self._task: asyncio.Task | None = None
         self._again = False
+
+    # ------------------------------------------------------------ delayed delivery
+
+    def _init_delayed(self) -> None:
+        s = self.sub.topic.settings
+        self.delayed: DelayedDeliveryTracker | None = None
+        if s.delayed_delivery_enabled:
+            self.delayed = DelayedDeliveryTracker(
+                s.delayed_delivery_tick_time_ms,
+                s.is_delayed_delivery_deliver_at_time_strict,
+                s.delayed_delivery_max_num_tracked_messages,
+            )
+        self._delayed_timer: asyncio.TimerHandle | None = None
+        self._delayed_timer_at = 0
+
+    def _can_read_more(self) -> bool:
+        return self.delayed is None or not self.delayed.full
+
+    def _hold_if_delayed(self, pos: Position, data: bytes, payload: object = None) -> bool:
+        """Keep an entry whose deliver-at time has not come; True if kept."""
+        if self.delayed is None:
+            return False
+        deliver_at = deliver_at_of(data)
+        if not self.delayed.is_delayed(deliver_at, int(time.time() * 1000)):
+            return False
+        self.delayed.add(pos, deliver_at, payload)
+        self._arm_delayed()
+        return True
+
+    def _arm_delayed(self) -> None:
+        assert self.delayed is not None
+        wake = self.delayed.next_wakeup_ms()
+        if wake is None:
+            return
+        if self._delayed_timer is not None:
+            if self._delayed_timer_at <= wake:
+                return
+            self._delayed_timer.cancel()
+        delay_s = max(0.0, wake / 1000 - time.time())
+        self._delayed_timer = asyncio.get_running_loop().call_later(delay_s, self._delayed_due)
+        self._delayed_timer_at = wake
+
+    def _delayed_due(self) -> None:
+        self._delayed_timer = None
+        assert self.delayed is not None
+        for pos, payload in self.delayed.due(int(time.time() * 1000)):
+            self._release_delayed(pos, payload)
+        self._arm_delayed()
+        self.trigger()
+
+    def _release_delayed(self, pos: Position, payload: object) -> None:
+        raise NotImplementedError
+
+    def _reset_delayed(self) -> None:
+        if self.delayed is not None:
+            self.delayed.clear()
+        if self._delayed_timer is not None:
+            self._delayed_timer.cancel()
+            self._delayed_timer = None
 
     def trigger(self) -> None:
         if self._task is not None:
@@ -283,6 +355,10 @@ class SharedDispatcher(Dispatcher):
         super().__init__(subscription, max_entries, max_bytes)
         self.redeliver: SortedSet = SortedSet()
         self._next = 0
+        self._init_delayed()
+
+    def _release_delayed(self, pos: Position, payload: object) -> None:
+        self.redeliver.add(pos)
 
     def consumer_removed(self, consumer: Consumer) -> None:
         self.redeliver.update(self.requeue_pending(consumer))
@@ -296,6 +372,7 @@ class SharedDispatcher(Dispatcher):
 
     def reset(self) -> None:
         self.redeliver.clear()
+        self._reset_delayed()
 
     def _ready_consumers(self) -> list[Consumer]:
         """Consumers that can take entries now, best priority level only."""
@@ -328,16 +405,21 @@ class SharedDispatcher(Dispatcher):
             got = await ledger.read_entries(pos, 1, self.max_bytes)
             if got and got[0][0] == pos:
                 entries.append(got[0])
-        if len(entries) < budget and ledger.has_entry(ledger.normalize(cursor.read_position)):
+        fresh: list[tuple[Position, bytes]] = []
+        if (
+            len(entries) < budget
+            and self._can_read_more()
+            and ledger.has_entry(ledger.normalize(cursor.read_position))
+        ):
             fresh = await ledger.read_entries(
                 cursor.read_position, budget - len(entries), self.max_bytes
             )
             for pos, data in fresh:
                 cursor.read_position = ledger.next_position(pos)
-                if not cursor.is_acked(pos):
+                if not cursor.is_acked(pos) and not self._hold_if_delayed(pos, data):
                     entries.append((pos, data))
         if not entries:
-            return False
+            return bool(fresh)  # all delayed (or acked): read on
         per_consumer: dict[int, tuple[Consumer, list[tuple[Position, bytes, int]]]] = {}
         leftovers = []
         for pos, data in entries:
@@ -377,6 +459,10 @@ class KeySharedDispatcher(Dispatcher):
         # Delivered and unacknowledged: position -> slot.
         self.slots: dict[Position, int] = {}
         self.max_replay_entries = max_replay_entries
+        self._init_delayed()
+
+    def _release_delayed(self, pos: Position, payload: object) -> None:
+        self.replay[pos] = payload
 
     @property
     def selector(self) -> Selector:
@@ -424,6 +510,7 @@ class KeySharedDispatcher(Dispatcher):
         self.replay.clear()
         self.slots.clear()
         self.tracker.clear()
+        self._reset_delayed()
 
     def blocking_positions(self, slot: int) -> list[Position]:
         """Unacknowledged entries of ``slot`` at its holder, oldest first."""
@@ -461,6 +548,7 @@ class KeySharedDispatcher(Dispatcher):
         if (
             room_for_fresh > 0
             and len(self.replay) < self.max_replay_entries
+            and self._can_read_more()
             and ledger.has_entry(ledger.normalize(cursor.read_position))
         ):
             fresh = await ledger.read_entries(cursor.read_position, room_for_fresh, self.max_bytes)
@@ -505,6 +593,8 @@ class KeySharedDispatcher(Dispatcher):
             if cursor.is_acked(pos):
                 continue
             slot, n = slot_and_messages(entry)
+            if self._hold_if_delayed(pos, entry, (slot, n)):
+                continue
             if not place(pos, slot, n, entry):
                 self.replay[pos] = (slot, n)
         for consumer, batch in plan.values():

@@ -101,6 +101,22 @@ class BrokerSettings:
     max_num_partitions_per_partitioned_topic: int = setting(
         1000, "Most partitions a partitioned topic may be created with."
     )
+    delayed_delivery_enabled: bool = setting(
+        True, "Shared and Key_Shared subscriptions hold messages until their deliver-at time."
+    )
+    delayed_delivery_tick_time_ms: int = setting(
+        1000, "Granularity of delayed delivery: due messages are checked this often at least."
+    )
+    is_delayed_delivery_deliver_at_time_strict: bool = setting(
+        False,
+        "Never deliver before deliver-at; when false a message may go up to one tick early "
+        "(fewer wake-ups).",
+    )
+    delayed_delivery_max_num_tracked_messages: int = setting(
+        500000,
+        "Delayed entries one subscription holds in memory (~150 B each); when full it reads "
+        "no new entries until some are due.",
+    )
     max_subscriptions_per_topic: int = setting(10000, "Subscriptions of one topic.")
     max_pending_publish_entries_per_producer: int = setting(
         10000, "Entries of one producer awaiting storage before the broker stops reading it."

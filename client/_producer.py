@@ -244,6 +244,7 @@ class ProducerEngine:
         ordering_key: bytes | None = None,
         sequence_id: int | None = None,
         event_timestamp: int | None = None,
+        deliver_at: int | None = None,
         flush_now: bool = False,
         may_block: bool = True,
     ) -> None:
@@ -277,17 +278,20 @@ class ProducerEngine:
                 partition_key,
                 ordering_key,
                 int(event_timestamp) if event_timestamp is not None else 0,
+                deliver_at,
             )
             self._pending += 1
             if self._open and (
-                self._open_bytes + len(payload) > self.opts.batching_max_allowed_size_in_bytes
+                deliver_at is not None
+                or self._open_bytes + len(payload) > self.opts.batching_max_allowed_size_in_bytes
             ):
-                self._seal_locked()
+                self._seal_locked()  # a delayed message is never batched
                 sealed = True
             self._open.append(msg)
             self._open_bytes += len(payload)
             if (
                 flush_now
+                or deliver_at is not None
                 or not self.opts.batching_enabled
                 or len(self._open) >= self.opts.batching_max_messages
                 or self._open_bytes >= self.opts.batching_max_allowed_size_in_bytes

@@ -9,9 +9,11 @@ same either way).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -141,7 +143,15 @@ class Producer:
 
 
 def _send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"properties", "partition_key", "ordering_key", "sequence_id", "event_timestamp"}
+    allowed = {
+        "properties",
+        "partition_key",
+        "ordering_key",
+        "sequence_id",
+        "event_timestamp",
+        "deliver_at",
+        "deliver_after",
+    }
     unknown = set(kwargs) - allowed
     if unknown:
         raise InvalidConfiguration(
@@ -157,6 +167,16 @@ def _send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     okey = out.get("ordering_key")
     if isinstance(okey, str):
         out["ordering_key"] = okey.encode()
+    after = out.pop("deliver_after", None)
+    if after is not None:
+        if not isinstance(after, datetime.timedelta):
+            raise InvalidConfiguration(f"deliver_after must be a timedelta, not {after!r}")
+        if out.get("deliver_at") is not None:
+            raise InvalidConfiguration("give deliver_at or deliver_after, not both")
+        out["deliver_at"] = int(time.time() * 1000 + after.total_seconds() * 1000)
+    at = out.get("deliver_at")
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or at < 0):
+        raise InvalidConfiguration(f"deliver_at must be epoch milliseconds (int >= 0), not {at!r}")
     return out
 
 

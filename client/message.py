@@ -191,6 +191,7 @@ Callback = Callable[[BaseException | None, MessageId | None], None]
 class PendingMessage:
     __slots__ = (
         "callback",
+        "deliver_at",
         "event_time",
         "ordering_key",
         "partition_key",
@@ -208,7 +209,9 @@ class PendingMessage:
         partition_key: str | None = None,
         ordering_key: bytes | None = None,
         event_time: int = 0,
+        deliver_at: int | None = None,
     ) -> None:
+        self.deliver_at = deliver_at
         self.payload = payload
         self.sequence_id = sequence_id
         self.callback = callback
@@ -245,6 +248,8 @@ def build_entry(
         if first.ordering_key is not None:
             meta.ordering_key = first.ordering_key
         meta.event_time = first.event_time
+        if first.deliver_at is not None:
+            meta.deliver_at_time = first.deliver_at
         meta.uncompressed_size = len(first.payload)
         return _encode(meta, first.payload, compression)
     parts: list[bytes] = []
