@@ -129,6 +129,14 @@ class Consumer:
         """Messages per the consumer's ``batch_receive_policy`` (maybe none)."""
         return batch_receive_blocking(self._engine, self._engine.opts.batch_receive_policy)
 
+    def reconsume_later(
+        self, message: Message, delay_ms: int, properties: dict[str, str] | None = None
+    ) -> None:
+        """Consume ``message`` again after ``delay_ms`` via the retry letter topic."""
+        self._runner.run(
+            self._inner.reconsume_later(message, delay_ms, properties), self._timeout_s + 1
+        )
+
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Deliver this message again after the nack delay (or its backoff)."""
         self._engine.negative_acknowledge(message)
@@ -188,7 +196,7 @@ class Consumer:
         self._resumed.set()
 
     def close(self) -> None:
-        self._runner.run(self._engine.close(), self._timeout_s)
+        self._runner.run(self._inner.close(), self._timeout_s)
         listener = getattr(self, "_listener", None)
         if listener is not None and listener is not threading.current_thread():
             listener.join(5)

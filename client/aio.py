@@ -28,6 +28,12 @@ from client._multi import (
     pattern_namespace,
 )
 from client._producer import ProducerEngine, ProducerOptions
+from client.dead_letter import (
+    DEFAULT_MAX_RECONSUME_TIMES,
+    RetryLetters,
+    default_dead_letter_topic,
+    default_retry_letter_topic,
+)
 from client.enums import ConsumerType, InitialPosition, ProducerAccessMode, SubscriptionMode
 from client.exceptions import (
     AlreadyClosed,
@@ -37,6 +43,7 @@ from client.exceptions import (
     Timeout,
 )
 from client.message import Message
+from client.policies import ConsumerDeadLetterPolicy
 from protos.errors import InvalidTopicNameError
 from protos.message_id import MessageId
 from protos.topic_name import TopicName
@@ -96,6 +103,7 @@ CONSUMER_OPTIONS = {
     "dead_letter_policy",
     "batch_receive_policy",
     "message_listener",
+    "retry_enable",
 }
 
 
@@ -186,6 +194,20 @@ class Consumer:
         self._listener_task: asyncio.Task | None = None
         self._resumed = asyncio.Event()
         self._resumed.set()
+        self._retry: RetryLetters | None = None
+
+    async def reconsume_later(
+        self, message: Message, delay_ms: int, properties: dict[str, str] | None = None
+    ) -> None:
+        """Consume ``message`` again after ``delay_ms`` through the retry letter
+        topic (or, past ``max_redeliver_count`` tries, the dead letter topic),
+        then acknowledge it here. Needs ``retry_enable=True``."""
+        if self._retry is None:
+            raise InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True)")
+        if not isinstance(delay_ms, int) or delay_ms < 0:
+            raise InvalidConfiguration(f"delay_ms must be an int >= 0, not {delay_ms!r}")
+        await self._retry.reconsume_later(message, delay_ms, properties)
+        self._engine.acknowledge(message)
 
     def _start_listener(self, listener: Callable[[Consumer, Message], Any]) -> None:
         """Call ``listener(consumer, message)`` for each message (awaited when
@@ -250,6 +272,8 @@ class Consumer:
         if self._listener_task is not None:
             self._listener_task.cancel()
         await self._engine.close()
+        if self._retry is not None:
+            await self._retry.close()
 
     def topic(self) -> str:
         return self._engine.topic
@@ -359,7 +383,12 @@ class Client:
         listener = options.pop("message_listener", None)
         if listener is not None and not callable(listener):
             raise InvalidConfiguration("message_listener must be callable (consumer, message)")
-        consumer = await self._subscribe(topic, subscription_name, ConsumerOptions(**options))
+        retry = options.pop("retry_enable", False)
+        opts = ConsumerOptions(**options)
+        if retry:
+            consumer = await self._subscribe_with_retry(topic, subscription_name, opts)
+        else:
+            consumer = await self._subscribe(topic, subscription_name, opts)
         if listener is not None:
             consumer._start_listener(listener)
         return consumer
@@ -403,6 +432,41 @@ class Client:
                 f"{type(topic).__name__}"
             )
         return Consumer(multi)
+
+    async def _subscribe_with_retry(
+        self, topic: Any, subscription_name: str, opts: ConsumerOptions
+    ) -> Consumer:
+        """The topic and its retry letter topic, as one consumer."""
+        if not isinstance(topic, str):
+            raise InvalidConfiguration("retry_enable works with one topic name")
+        name = check_topic(topic)
+        policy = opts.dead_letter_policy
+        retry_topic = check_topic(
+            (policy.retry_letter_topic() if policy else None)
+            or default_retry_letter_topic(name, subscription_name)
+        )
+        dead_topic = (policy.dead_letter_topic() if policy else None) or default_dead_letter_topic(
+            name, subscription_name
+        )
+        max_times = policy.max_redeliver_count() if policy else DEFAULT_MAX_RECONSUME_TIMES
+        # Both topics dead-letter to the main topic's DLQ.
+        opts.dead_letter_policy = ConsumerDeadLetterPolicy(
+            max_times,
+            dead_letter_topic=dead_topic,
+            retry_letter_topic=retry_topic,
+            initial_subscription_name=policy.initial_subscription_name() if policy else None,
+        )
+        conn = self._conn()
+        loop = asyncio.get_running_loop()
+        multi = MultiConsumerEngine(
+            conn, name, subscription_name, opts, loop, self._operation_timeout_s
+        )
+        await self._start_multi(multi, [name, retry_topic])
+        consumer = Consumer(multi)
+        consumer._retry = RetryLetters(
+            conn, loop, name, subscription_name, multi.name, retry_topic, dead_topic, max_times
+        )
+        return consumer
 
     async def _start_multi(self, multi: MultiConsumerEngine, topics: list[str]) -> None:
         try:

@@ -1,4 +1,4 @@
-"""Dead letter topic publishing for a consumer (ConsumerDeadLetterPolicy).
+"""Dead letter and retry letter topics of a consumer (ConsumerDeadLetterPolicy).
 
 A message whose redelivery count is over ``max_redeliver_count`` is not
 given to the application: it is published to the dead letter topic (by one
@@ -11,6 +11,7 @@ publish fails the message stays unacknowledged and comes back later.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -22,10 +23,18 @@ if TYPE_CHECKING:
 
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUMETIMES = "RECONSUMETIMES"
+DELAY_TIME = "DELAY_TIME"
+# Pulsar's limit on reconsume_later() when no dead letter policy says otherwise.
+DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
 def default_dead_letter_topic(topic: str, subscription: str) -> str:
     return f"{topic}-{subscription}-DLQ"
+
+
+def default_retry_letter_topic(topic: str, subscription: str) -> str:
+    return f"{topic}-{subscription}-RETRY"
 
 
 class DeadLetterPublisher:
@@ -74,8 +83,13 @@ class DeadLetterPublisher:
                 self._producer = producer
             return self._producer
 
-    async def publish(self, messages: list[Message]) -> None:
-        """Publish every message; raises if any publish fails."""
+    async def publish(
+        self,
+        messages: list[Message],
+        extra: dict[str, str] | None = None,
+        deliver_at: int | None = None,
+    ) -> None:
+        """Publish every message (with ``extra`` properties); raises if any fails."""
         producer = await self._ready()
         futures = []
         for m in messages:
@@ -93,8 +107,9 @@ class DeadLetterPublisher:
                 self.loop.call_soon_threadsafe(settle)
 
             props = dict(m.properties())
-            props[REAL_TOPIC] = m.topic_name()
-            props[ORIGIN_MESSAGE_ID] = str(m.message_id())
+            props.setdefault(REAL_TOPIC, m.topic_name())
+            props.setdefault(ORIGIN_MESSAGE_ID, str(m.message_id()))
+            props.update(extra or {})
             producer.enqueue(
                 m.data(),
                 done,
@@ -102,6 +117,7 @@ class DeadLetterPublisher:
                 partition_key=m.partition_key() or None,
                 ordering_key=m.ordering_key() or None,
                 event_timestamp=m.event_timestamp() or None,
+                deliver_at=deliver_at,
                 may_block=False,
             )
             futures.append(fut)
@@ -110,3 +126,51 @@ class DeadLetterPublisher:
     async def close(self) -> None:
         if self._producer is not None:
             await self._producer.close()
+
+
+class RetryLetters:
+    """``reconsume_later``: the message goes to the retry letter topic (which
+    the consumer also reads) with a deliver-at time, or to the dead letter
+    topic once it was reconsumed ``max_redeliver_count`` times."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        loop: asyncio.AbstractEventLoop,
+        topic: str,
+        subscription: str,
+        consumer_name: str,
+        retry_topic: str | None,
+        dead_letter_topic: str | None,
+        max_reconsume_times: int,
+    ) -> None:
+        suffix = f"{topic}-{subscription}-{consumer_name}-{uuid.uuid4().hex[:5]}"
+        self.retry_topic = retry_topic or default_retry_letter_topic(topic, subscription)
+        self.max_reconsume_times = max_reconsume_times
+        self._retry = DeadLetterPublisher(connection, loop, self.retry_topic, f"{suffix}-RETRY")
+        self._dead = DeadLetterPublisher(
+            connection,
+            loop,
+            dead_letter_topic or default_dead_letter_topic(topic, subscription),
+            f"{suffix}-DLQ",
+        )
+
+    async def reconsume_later(
+        self, msg: Message, delay_ms: int, properties: dict[str, str] | None = None
+    ) -> bool:
+        """Publish ``msg`` for a later try; True if it went to the retry topic,
+        False if it went to the dead letter topic instead."""
+        times = int(msg.properties().get(RECONSUMETIMES, "0")) + 1
+        extra = dict(properties or {})
+        if times > self.max_reconsume_times:
+            await self._dead.publish([msg], extra)
+            return False
+        extra[RECONSUMETIMES] = str(times)
+        extra[DELAY_TIME] = str(delay_ms)
+        deliver_at = int(time.time() * 1000) + delay_ms
+        await self._retry.publish([msg], extra, deliver_at=deliver_at)
+        return True
+
+    async def close(self) -> None:
+        await self._retry.close()
+        await self._dead.close()

@@ -15,6 +15,7 @@ from client import (
     ConsumerDeadLetterPolicy,
     ConsumerType,
     InitialPosition,
+    InvalidConfiguration,
     MultiplierRedeliveryBackoff,
     SubscriptionNotFound,
     Timeout,
@@ -279,3 +280,36 @@ def test_asyncio_listener_and_batch_receive(cluster, topic):
             assert [m.data() for m in await batched.batch_receive()] == [b"0", b"1"]
 
     asyncio.run(main())
+
+
+def test_reconsume_later_goes_through_the_retry_topic_then_the_dlq(cluster, topic):
+    full = f"persistent://public/default/{topic}"
+    policy = ConsumerDeadLetterPolicy(max_redeliver_count=2)
+    with Client(cluster.service_url) as c, Admin(cluster.service_url) as admin:
+        consumer = _shared(c, topic, retry_enable=True, dead_letter_policy=policy)
+        dead = c.subscribe(f"{topic}-s-DLQ", "d", initial_position=InitialPosition.Earliest)
+        original = c.create_producer(topic).send(b"job", properties={"mine": "1"})
+        m = consumer.receive(timeout_millis=5000)
+        assert m.topic_name() == full
+        for times in (1, 2):
+            consumer.reconsume_later(m, 200, properties={"why": f"try{times}"})
+            m = consumer.receive(timeout_millis=10000)
+            props = m.properties()
+            assert m.topic_name() == f"{full}-s-RETRY" and m.data() == b"job"
+            assert props["RECONSUMETIMES"] == str(times) and props["DELAY_TIME"] == "200"
+            assert props["REAL_TOPIC"] == full and props["ORIGIN_MESSAGE_ID"] == str(original)
+            assert props["mine"] == "1" and props["why"] == f"try{times}"
+        consumer.reconsume_later(m, 200)  # a third time: over max_redeliver_count
+        gone = dead.receive(timeout_millis=10000)
+        assert gone.data() == b"job" and gone.properties()["REAL_TOPIC"] == full
+        with pytest.raises(Timeout):
+            consumer.receive(timeout_millis=1500)
+        for t in (topic, f"{topic}-s-RETRY"):
+            wait_for(
+                lambda t=t: admin.topics.stats(t)["subscriptions"]["s"]["msgBacklog"] == 0,  # type: ignore[misc]
+                10,
+                f"{t} to be acknowledged",
+            )
+        plain = _shared(c, topic, sub="plain")
+        with pytest.raises(InvalidConfiguration, match="retry_enable"):
+            plain.reconsume_later(m, 10)
