@@ -486,16 +486,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         await pending.put((seq, too_big, 0, 0))
                         continue
                     try:
-                        split_entry(entry)
+                        meta, _ = split_entry(entry)
                     except CorruptedEntryError as exc:
                         await pending.put((seq, exc.to_proto(), 0, 0))
                         continue
+                    # Chunks share their message's sequence id: only the last
+                    # one counts for deduplication.
+                    inner_chunk = (
+                        meta.num_chunks_from_msg > 1
+                        and meta.chunk_id < meta.num_chunks_from_msg - 1
+                    )
                     # After any ledger switch (which may recover entries the
                     # dedup state must see) and within the outstanding-add limit.
                     await topic.wait_for_room()
                     highest = seq + count - 1
                     dedup = topic.dedup
-                    if dedup.enabled:
+                    if dedup.enabled and not inner_chunk:
                         status = dedup.check(producer.name, highest)
                         if status == DUPLICATE:
                             done = asyncio.get_running_loop().create_future()
@@ -517,7 +523,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                             )
                             continue
                     fut = topic.publish(entry)
-                    if dedup.enabled:
+                    if dedup.enabled and not inner_chunk:
                         dedup.pushed_to(producer.name, highest)
                         fut.add_done_callback(
                             functools.partial(self._dedup_done, topic, producer.name, highest)

@@ -25,6 +25,7 @@ import grpc
 
 from client._connection import Connection, call_in_loop
 from client._producer import from_wire_or
+from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
     ConsumerType,
@@ -41,7 +42,7 @@ from client.exceptions import (
     Timeout,
     from_wire,
 )
-from client.message import Message, unpack_entry
+from client.message import Message, is_chunk, unpack_split
 from client.policies import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -50,6 +51,7 @@ from client.policies import (
 )
 from client.redelivery import AckTimeoutTracker, NegativeAckTracker
 from protos import broker_pb2, common_pb2
+from protos.entry import split_entry
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,21 @@ class ConsumerOptions:
     ack_timeout_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
     batch_receive_policy: ConsumerBatchReceivePolicy | None = None
+    # Chunked messages.
+    max_pending_chunked_message: int = 10
+    auto_ack_oldest_chunked_message_on_queue_full: bool = False
+    expire_time_of_incomplete_chunked_message_ms: int = 60000
 
     def validate(self) -> None:
+        if self.max_pending_chunked_message < 1:
+            raise InvalidConfiguration(
+                f"max_pending_chunked_message is {self.max_pending_chunked_message}; it must be >= 1"
+            )
+        if self.expire_time_of_incomplete_chunked_message_ms < 1:
+            raise InvalidConfiguration(
+                "expire_time_of_incomplete_chunked_message_ms must be >= 1, not "
+                f"{self.expire_time_of_incomplete_chunked_message_ms}"
+            )
         if (
             not isinstance(self.negative_ack_redelivery_delay_ms, int)
             or self.negative_ack_redelivery_delay_ms < 0
@@ -224,6 +239,13 @@ class ConsumerEngine:
         self._redelivery_task: asyncio.Task | None = None
         self._dead_letters: DeadLetterPublisher | None = None
         self._side_tasks: set[asyncio.Task] = set()
+        self._chunks = ChunkAssembler(
+            options.max_pending_chunked_message,
+            options.expire_time_of_incomplete_chunked_message_ms / 1000,
+        )
+        self._chunk_timer: asyncio.TimerHandle | None = None
+        # Last chunk's position -> every chunk's, for acks by MessageId.
+        self._chunked: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
     async def start(self) -> None:
         await self.connection.ensure_ready()
@@ -338,9 +360,20 @@ class ConsumerEngine:
             d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, strict=True
         ):
             try:
-                unpacked = unpack_entry(
-                    entry, ledger_id, entry_id, self.partition, self.topic, redelivery
+                meta, view = split_entry(entry)
+                payload: bytes | memoryview = view
+                whole = None
+                if is_chunk(meta):
+                    whole = self._on_chunk(meta, view, (ledger_id, entry_id))
+                    if whole is None:
+                        continue
+                    payload = whole.payload
+                unpacked = unpack_split(
+                    meta, payload, ledger_id, entry_id, self.partition, self.topic, redelivery
                 )
+                if whole is not None:
+                    unpacked[0]._chunks = whole.positions
+                    self._chunked[(ledger_id, entry_id)] = whole.positions
             except MagnetarError as exc:
                 log.error(
                     "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
@@ -373,6 +406,44 @@ class ConsumerEngine:
             waiter.set_result(None)
         if self.on_arrival is not None and messages:
             self.on_arrival()
+
+    def _on_chunk(
+        self, meta: common_pb2.MessageMetadata, payload: memoryview, pos: tuple[int, int]
+    ) -> Assembled | None:
+        whole, dropped = self._chunks.add(
+            meta.uuid,
+            meta.chunk_id,
+            meta.num_chunks_from_msg,
+            bytes(payload),
+            pos,
+            time.monotonic(),
+        )
+        self._drop_chunks(dropped)
+        if whole is None:
+            self._release_permits(1)  # held here, not in the queue
+            if self._chunk_timer is None and len(self._chunks):
+                self._chunk_timer = self.loop.call_later(self._chunks.expire_s, self._expire_chunks)
+        return whole
+
+    def _expire_chunks(self) -> None:
+        self._chunk_timer = None
+        self._drop_chunks(self._chunks.expire(time.monotonic()))
+        if len(self._chunks):
+            self._chunk_timer = self.loop.call_later(self._chunks.expire_s / 4, self._expire_chunks)
+
+    def _drop_chunks(self, dropped: list[list[tuple[int, int]]]) -> None:
+        """Incomplete chunked messages given up: acked, or delivered again later."""
+        positions = [p for group in dropped for p in group]
+        if not positions:
+            return
+        if self.opts.auto_ack_oldest_chunked_message_on_queue_full:
+            with self._lock:
+                self._individual.extend(positions)
+                self._schedule_ack_flush_locked(False)
+            return
+        task = self.loop.create_task(self._redeliver_positions(positions))
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
 
     def _to_dead_letter_topic(self, messages: list[Message], pos: tuple[int, int]) -> None:
         """Publish an entry's messages to the dead letter topic, then ack it."""
@@ -510,6 +581,9 @@ class ConsumerEngine:
                 raise TypeError(
                     f"acknowledge takes a Message or MessageId, not {type(target).__name__}"
                 )
+            chunks = self._chunked.pop(mid.position, None)
+            if chunks:
+                self._individual.extend(chunks[:-1])  # a chunked message: all its chunks
             self._individual.append(mid.position)
             self._nacks.acked(mid.position)
             if self._ack_timeouts is not None:

@@ -42,7 +42,7 @@ from client.exceptions import (
     Timeout,
     from_wire,
 )
-from client.message import Callback, PendingMessage, build_entry
+from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
 from protos import broker_pb2
 from protos.message_id import MessageId
 
@@ -63,12 +63,15 @@ class ProducerOptions:
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     batching_type: BatchingType = BatchingType.Default
     compression_type: CompressionType = CompressionType.NONE
+    chunking_enabled: bool = False
     # Partitioned topics.
     message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
     message_router: Callable[[Any, int], int] | None = None
     hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
 
     def validate(self) -> None:
+        if self.chunking_enabled and self.batching_enabled:
+            raise ValueError("chunking_enabled needs batching_enabled=False (Pulsar's rule)")
         if not isinstance(self.compression_type, CompressionType):
             raise InvalidConfiguration(
                 f"compression_type {self.compression_type!r} is not a CompressionType"
@@ -113,14 +116,33 @@ class ProducerOptions:
 
 
 class _Batch:
-    __slots__ = ("deadline", "entry", "messages", "num_messages", "sent_at", "sequence_id")
+    """One entry on its way: a batch of messages, or one chunk of a message
+    (only the last chunk carries the message; ``chunk_failure`` is shared by
+    the chunks so one failed chunk fails the message)."""
 
-    def __init__(self, messages: list[PendingMessage], entry: bytes) -> None:
+    __slots__ = (
+        "chunk_failure",
+        "deadline",
+        "entry",
+        "messages",
+        "num_messages",
+        "sent_at",
+        "sequence_id",
+    )
+
+    def __init__(
+        self,
+        messages: list[PendingMessage],
+        entry: bytes,
+        sequence_id: int | None = None,
+        chunk_failure: list[BaseException] | None = None,
+    ) -> None:
         self.messages = messages
         self.entry = entry
-        self.sequence_id = messages[0].sequence_id
+        self.sequence_id = messages[0].sequence_id if sequence_id is None else sequence_id
         self.num_messages = len(messages)
         self.sent_at = 0.0
+        self.chunk_failure = chunk_failure
 
 
 def group_by_key(messages: list[PendingMessage]) -> list[list[PendingMessage]]:
@@ -251,7 +273,7 @@ class ProducerEngine:
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise TypeError(f"message content must be bytes, not {type(payload).__name__}")
         payload = bytes(payload)
-        if len(payload) > self.max_message_size:
+        if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
             raise MessageTooBig(
                 f"message of {len(payload)} bytes is over the broker's max_message_size "
                 f"({self.max_message_size} bytes)"
@@ -326,8 +348,27 @@ class ProducerEngine:
         else:
             groups = [messages]
         for group in groups:
+            entry = build_entry(group, self.name, now_ms, self._compression)
+            if len(entry) > self.max_message_size and self.opts.chunking_enabled:
+                self._add_chunks(group[0], now_ms)
+            else:
+                self._ready.append(_Batch(group, entry))
+
+    def _add_chunks(self, msg: PendingMessage, now_ms: int) -> None:
+        try:
+            chunks = build_chunk_entries(
+                msg, self.name, now_ms, self._compression, self.max_message_size
+            )
+        except MagnetarError as exc:
+            self._pending -= 1
+            error = exc
+            call_in_loop(self.loop, lambda: msg.callback(error, None))
+            return
+        failure: list[BaseException] = []
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
             self._ready.append(
-                _Batch(group, build_entry(group, self.name, now_ms, self._compression))
+                _Batch([msg] if last else [], chunk, msg.sequence_id, chunk_failure=failure)
             )
 
     def _kick(self) -> None:
@@ -383,7 +424,7 @@ class ProducerEngine:
             for b in batches:
                 b.sent_at = now
                 send.sequence_ids.append(b.sequence_id)
-                send.num_messages.append(b.num_messages)
+                send.num_messages.append(max(b.num_messages, 1))
                 send.entries.append(b.entry)
                 self._inflight.append(b)
             try:
@@ -425,12 +466,17 @@ class ProducerEngine:
             log.warning("%s: receipt for unexpected sequence id %d", self.topic, seq)
             return
         batch = self._inflight.popleft()
+        if batch.chunk_failure is not None:
+            if exc is not None:
+                batch.chunk_failure.append(exc)
+            elif batch.chunk_failure:
+                exc = from_wire_or(batch.chunk_failure[0], "a chunk of the message failed")
         n = batch.num_messages
         with self._space:
             self._pending -= n
             self._space.notify_all()
             drained = not self._inflight and not self._ready
-        if exc is None:
+        if exc is None and batch.messages:
             self._last_seq_published = max(self._last_seq_published, batch.messages[-1].sequence_id)
         for i, m in enumerate(batch.messages):
             mid = (

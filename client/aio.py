@@ -81,6 +81,7 @@ PRODUCER_OPTIONS = {
     "access_mode",
     "batching_type",
     "compression_type",
+    "chunking_enabled",
     "message_routing_mode",
     "message_router",
     "hashing_scheme",
@@ -104,6 +105,9 @@ CONSUMER_OPTIONS = {
     "batch_receive_policy",
     "message_listener",
     "retry_enable",
+    "max_pending_chunked_message",
+    "auto_ack_oldest_chunked_message_on_queue_full",
+    "expire_time_of_incomplete_chunked_message_ms",
 }
 
 
@@ -353,6 +357,8 @@ class Client:
         check_options("create_producer", options, PRODUCER_OPTIONS)
         name = check_topic(topic)
         opts = ProducerOptions(**options)
+        if opts.chunking_enabled and not TopicName.parse(name).is_persistent:
+            raise InvalidConfiguration("chunking_enabled is for persistent topics only")
         conn = self._conn()
         loop = asyncio.get_running_loop()
         n = await partitions_of(conn, name, self._operation_timeout_s)

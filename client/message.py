@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client.compression import compress, decompress
+from client.exceptions import MessageTooBig
 from protos import common_pb2
 from protos.entry import encode_entry, iter_batch, split_entry
 from protos.message_id import MessageId
@@ -21,6 +22,7 @@ class Message:
 
     __slots__ = (
         "_batch",
+        "_chunks",
         "_data",
         "_event_time",
         "_id",
@@ -61,6 +63,8 @@ class Message:
         self._redelivery = redelivery_count
         self._schema_version = schema_version
         self._batch = batch
+        # A message reassembled from chunks: the positions of all its chunks.
+        self._chunks: list[tuple[int, int]] | None = None
 
     def data(self) -> bytes:
         return self._data
@@ -142,6 +146,24 @@ def unpack_entry(
     redelivery_count: int,
 ) -> list[Message]:
     meta, payload = split_entry(entry)
+    return unpack_split(meta, payload, ledger_id, entry_id, partition, topic, redelivery_count)
+
+
+def is_chunk(meta: common_pb2.MessageMetadata) -> bool:
+    return meta.num_chunks_from_msg > 1
+
+
+def unpack_split(
+    meta: common_pb2.MessageMetadata,
+    payload: memoryview | bytes,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    topic: str,
+    redelivery_count: int,
+) -> list[Message]:
+    """The messages of an entry already split into metadata and payload (for
+    a reassembled chunked message, the whole payload)."""
     if meta.compression != common_pb2.NONE:
         payload = memoryview(decompress(meta.compression, payload, meta.uncompressed_size))
     if not meta.HasField("num_messages_in_batch"):
@@ -288,6 +310,55 @@ def build_entry(
     if first.ordering_key is not None:
         meta.ordering_key = first.ordering_key
     return _encode(meta, plain, compression)
+
+
+def build_chunk_entries(
+    msg: PendingMessage,
+    producer_name: str,
+    publish_time_ms: int,
+    compression: int,
+    max_entry_size: int,
+) -> list[bytes]:
+    """A message too big for one entry as ordered chunk entries: the payload
+    is compressed as a whole, then cut; every chunk carries the message's
+    metadata plus uuid, chunk id, chunk count and total size."""
+    payload = compress(compression, msg.payload) if compression else msg.payload
+    meta = common_pb2.MessageMetadata(
+        producer_name=producer_name,
+        sequence_id=msg.sequence_id,
+        publish_time=publish_time_ms,
+        highest_sequence_id=msg.sequence_id,
+        event_time=msg.event_time,
+        uncompressed_size=len(msg.payload),
+        uuid=f"{producer_name}-{msg.sequence_id}",
+        total_chunk_msg_size=len(payload),
+    )
+    if compression:
+        meta.compression = compression  # type: ignore[assignment]
+    if msg.properties:
+        meta.properties.extend(_kvs(msg.properties))
+    if msg.partition_key is not None:
+        meta.partition_key = msg.partition_key
+    if msg.ordering_key is not None:
+        meta.ordering_key = msg.ordering_key
+    if msg.deliver_at is not None:
+        meta.deliver_at_time = msg.deliver_at
+    probe = common_pb2.MessageMetadata()
+    probe.CopyFrom(meta)
+    probe.num_chunks_from_msg = probe.chunk_id = (1 << 31) - 1
+    room = max_entry_size - 4 - probe.ByteSize()
+    if room < 1:
+        raise MessageTooBig(
+            f"the message's properties and keys take {probe.ByteSize()} bytes: no room for a "
+            f"chunk under max_message_size ({max_entry_size} bytes)"
+        )
+    count = -(-len(payload) // room)
+    meta.num_chunks_from_msg = count
+    entries = []
+    for i in range(count):
+        meta.chunk_id = i
+        entries.append(encode_entry(meta, payload[i * room : (i + 1) * room]))
+    return entries
 
 
 def _encode(meta: common_pb2.MessageMetadata, payload: bytes, compression: int) -> bytes:

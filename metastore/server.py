@@ -49,6 +49,9 @@ COMMIT_INDEX = Gauge("magnetar_metastore_commit_index", "Raft commit index")
 APPLIED_INDEX = Gauge("magnetar_metastore_applied_index", "Raft index applied to the store")
 REVISION = Gauge("magnetar_metastore_revision", "Store revision on this node")
 
+# How long a new leader waits for its no-op to commit before trying again.
+BARRIER_TIMEOUT_S = 2.0
+
 
 class _RaftFailure(Exception):
     pass
@@ -102,6 +105,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         self.loop = asyncio.get_running_loop()
         self._deadlines: dict[int, float] = {}
         self._deadline_term = -1
+        self._seen_role: tuple[bool, int] = (False, -1)
         self._changed = asyncio.Event()
         self._notify_lock = threading.Lock()
         self._notify_pending = False
@@ -159,7 +163,11 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             return None
         if self._barrier is None or self._barrier_term != term:
             self._barrier_term = term
-            self._barrier = self.loop.create_task(self._propose(b"", "noop"))
+            # Short: a no-op lost in an election must not stall readiness
+            # (and session expiry) for a whole write timeout; the next
+            # request or expiry pass proposes a new one.
+            timeout_s = min(BARRIER_TIMEOUT_S, self.settings.write_timeout_ms / 1000)
+            self._barrier = self.loop.create_task(self._propose(b"", "noop", timeout_s=timeout_s))
         try:
             await asyncio.shield(self._barrier)
         except Exception as exc:
@@ -172,15 +180,19 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             self._ready_term = term
         return self._not_leader()
 
-    async def _propose(self, request_id: bytes, op: str, *args: Any) -> Any:
+    async def _propose(
+        self, request_id: bytes, op: str, *args: Any, timeout_s: float | None = None
+    ) -> Any:
         fut: asyncio.Future = self.loop.create_future()
 
         def done(result: Any, err: Any) -> None:
             self.loop.call_soon_threadsafe(_settle, fut, result, err)
 
         self.node.apply(bytes(request_id), op, *args, callback=done)
+        if timeout_s is None:
+            timeout_s = self.settings.write_timeout_ms / 1000
         try:
-            return await asyncio.wait_for(fut, self.settings.write_timeout_ms / 1000)
+            return await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             raise _RaftFailure("the write was not committed in time") from None
 
@@ -493,6 +505,15 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         REVISION.set(self.node.store.revision)
         sessions = self.node.store.sessions
         SESSIONS.set(len(sessions))
+        role = (leader, self.node.term)
+        if role != self._seen_role:
+            self._seen_role = role
+            log.info(
+                "node %s is %s in term %d",
+                self.layout.node_id,
+                "the leader" if leader else "a follower",
+                role[1],
+            )
         if not leader:
             self._deadline_term = -1
             return

@@ -1,0 +1,182 @@
+"""Chunking: messages over max_message_size split into chunks and
+reassembled, interleaved producers, the pending-chunk limit (ack or
+redeliver the oldest) and expiry of incomplete messages. One broker with
+max_message_size = 20 000 so chunks are many and small."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import grpc
+import pytest
+
+from client import (
+    Client,
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    InvalidConfiguration,
+    MessageTooBig,
+    Timeout,
+)
+from client.admin import Admin
+from client.message import PendingMessage, build_chunk_entries
+from protos import broker_pb2, broker_pb2_grpc
+from tests.harness import StandaloneCluster, wait_for
+
+MAX = 20000
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    d = tmp_path_factory.mktemp("chunking")
+    config = d / "magnetar.toml"
+    config.write_text(f"[broker]\nmax_message_size = {MAX}\n")
+    c = StandaloneCluster(d / "data", ["--config", str(config)])
+    c.start()
+    yield c
+    c.stop()
+
+
+def _raw_send(cluster: StandaloneCluster, topic: str, entries: list[bytes]) -> None:
+    """Store these entries as they are, in this order (one producer stream)."""
+    with grpc.insecure_channel(cluster.endpoints["broker"]) as ch:
+        stub = broker_pb2_grpc.BrokerStub(ch)
+        reqs = [broker_pb2.ProducerRequest(create=broker_pb2.CreateProducer(topic=topic))]
+        reqs.append(
+            broker_pb2.ProducerRequest(
+                send=broker_pb2.SendEntries(
+                    sequence_ids=list(range(len(entries))),
+                    num_messages=[1] * len(entries),
+                    entries=entries,
+                )
+            )
+        )
+        answers = stub.Produce(iter(reqs), timeout=30)
+        assert next(answers).HasField("created")
+        stored = 0
+        for resp in answers:
+            stored += len(resp.receipts.sequence_ids)
+            assert not resp.HasField("send_error"), resp
+            if stored == len(entries):
+                break
+
+
+def _chunks(name: str, payload: bytes, seq: int) -> list[bytes]:
+    msg = PendingMessage(payload, seq, lambda e, m: None)
+    return build_chunk_entries(msg, name, int(time.time() * 1000), 0, MAX)
+
+
+def test_a_big_message_is_chunked_and_reassembled(small, topic):
+    big = os.urandom(5 * MAX + 123)
+    with Client(small.service_url) as c, Admin(small.service_url) as admin:
+        consumer = c.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+        plain = c.create_producer(topic, batching_enabled=False)
+        with pytest.raises(MessageTooBig):
+            plain.send(big)
+        p = c.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        mid = p.send(big, properties={"k": "v"}, partition_key="key")
+        small_id = p.send(b"small")
+        m = consumer.receive(timeout_millis=10000)
+        assert m.data() == big and m.properties() == {"k": "v"} and m.partition_key() == "key"
+        assert m.message_id() == mid
+        assert small_id.entry_id() == mid.entry_id() + 1  # 6 chunks, then the small one
+        assert consumer.receive(timeout_millis=10000).data() == b"small"
+        stats = admin.topics.stats(topic)
+        assert stats["msgInCounter"] >= 6
+        consumer.acknowledge(m)
+        wait_for(
+            lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 1,
+            10,
+            "every chunk to be acknowledged with the message",
+        )
+
+
+def test_chunks_of_compressed_messages_and_of_interleaved_producers(small, topic):
+    payloads = {n: os.urandom(3 * MAX) for n in ("a", "b")}
+    with Client(small.service_url) as c:
+        consumer = c.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+        producers = {
+            n: c.create_producer(
+                topic,
+                producer_name=f"p-{n}",
+                batching_enabled=False,
+                chunking_enabled=True,
+                compression_type=CompressionType.LZ4,
+            )
+            for n in payloads
+        }
+        for _ in range(3):
+            for n, p in producers.items():
+                p.send_async(payloads[n], None)
+        for p in producers.values():
+            p.flush()
+        got = [consumer.receive(timeout_millis=10000) for _ in range(6)]
+        for n in payloads:
+            mine = [m.data() for m in got if m.producer_name() == f"p-{n}"]
+            assert mine == [payloads[n]] * 3
+
+
+def test_chunking_refusals(small, topic):
+    with Client(small.service_url) as c:
+        with pytest.raises(ValueError, match="batching"):
+            c.create_producer(topic, chunking_enabled=True)
+        with pytest.raises(InvalidConfiguration, match="persistent"):
+            c.create_producer(
+                f"non-persistent://public/default/{topic}",
+                chunking_enabled=True,
+                batching_enabled=False,
+            )
+
+
+@pytest.mark.parametrize("auto_ack", [True, False])
+def test_a_full_chunk_queue_drops_the_oldest_message(small, topic, auto_ack):
+    a, b = os.urandom(MAX + 10), os.urandom(MAX + 20)
+    ca, cb = _chunks("pa", a, 0), _chunks("pb", b, 0)
+    assert len(ca) == len(cb) == 2
+    with Client(small.service_url) as c, Admin(small.service_url) as admin:
+        consumer = c.subscribe(
+            topic,
+            "s",
+            consumer_type=ConsumerType.Shared,
+            initial_position=InitialPosition.Earliest,
+            max_pending_chunked_message=1,
+            auto_ack_oldest_chunked_message_on_queue_full=auto_ack,
+        )
+        _raw_send(small, topic, [ca[0], cb[0], cb[1], ca[1]])  # A's start is evicted by B
+        first = consumer.receive(timeout_millis=10000)
+        assert first.data() == b
+        consumer.acknowledge(first)
+        if auto_ack:
+            with pytest.raises(Timeout):
+                consumer.receive(timeout_millis=1000)  # A was given up and acknowledged
+        else:
+            second = consumer.receive(timeout_millis=10000)  # redelivered, then whole
+            assert second.data() == a and second.redelivery_count() == 1
+            consumer.acknowledge(second)
+        wait_for(
+            lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 0,
+            10,
+            "all four chunks to be acknowledged",
+        )
+
+
+def test_an_incomplete_chunked_message_expires(small, topic):
+    lonely = _chunks("px", os.urandom(MAX + 5), 0)
+    with Client(small.service_url) as c, Admin(small.service_url) as admin:
+        consumer = c.subscribe(
+            topic,
+            "s",
+            initial_position=InitialPosition.Earliest,
+            expire_time_of_incomplete_chunked_message_ms=500,
+            auto_ack_oldest_chunked_message_on_queue_full=True,
+        )
+        _raw_send(small, topic, [lonely[0]])  # the last chunk never comes
+        wait_for(
+            lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 0,
+            10,
+            "the expired chunk to be acknowledged",
+        )
+        with pytest.raises(Timeout):
+            consumer.receive(timeout_millis=200)
