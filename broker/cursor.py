@@ -8,6 +8,12 @@ end). Whenever the position right after mark-delete becomes acknowledged,
 mark-delete jumps over the whole range that starts there, so the set only
 holds the "islands" above the first gap. Which position follows another
 depends on the ledger list, so the caller passes ``next_position``.
+
+With batch-index acknowledgement, ``batch_acked`` maps an entry not yet
+acknowledged to the bitmask of its acknowledged batch indexes; when the
+mask covers the whole batch the entry is acknowledged like any other, and
+masks of acknowledged entries are dropped, so the map never holds more
+entries than are unacknowledged.
 """
 
 from __future__ import annotations
@@ -82,6 +88,34 @@ class CursorState:
     def __init__(self, mark_delete_position: Position) -> None:
         self.mark_delete_position = mark_delete_position
         self.individually_deleted = PositionRangeSet()
+        self.batch_acked: dict[Position, int] = {}
+
+    def ack_batch_indexes(
+        self, pos: Position, batch_size: int, indexes: list[int], next_position: NextPosition
+    ) -> bool:
+        """Acknowledge some messages of a batch entry; True if the state changed."""
+        if self.is_acked(pos) or batch_size < 1:
+            return False
+        mask = self.batch_acked.get(pos, 0)
+        new = mask
+        for i in indexes:
+            if 0 <= i < batch_size:
+                new |= 1 << i
+        if new == mask:
+            return False
+        if new == (1 << batch_size) - 1:
+            self.batch_acked.pop(pos, None)
+            return self.ack_individual(pos, next_position)
+        self.batch_acked[pos] = new
+        return True
+
+    def acked_batch_mask(self, pos: Position) -> int:
+        return self.batch_acked.get(pos, 0)
+
+    def _forget_acked_masks(self) -> None:
+        if self.batch_acked:
+            for pos in [p for p in self.batch_acked if self.is_acked(p)]:
+                del self.batch_acked[pos]
 
     def is_acked(self, pos: Position) -> bool:
         return pos <= self.mark_delete_position or pos in self.individually_deleted
@@ -92,6 +126,7 @@ class CursorState:
             return False
         self.individually_deleted.add(pos)
         self._advance(next_position)
+        self._forget_acked_masks()
         return True
 
     def ack_cumulative(self, pos: Position, next_position: NextPosition) -> bool:
@@ -100,6 +135,7 @@ class CursorState:
         self.mark_delete_position = pos
         self.individually_deleted.remove_through(pos)
         self._advance(next_position)
+        self._forget_acked_masks()
         return True
 
     def _advance(self, next_position: NextPosition) -> None:
@@ -116,6 +152,10 @@ class CursorState:
             {
                 "mark_delete": list(self.mark_delete_position),
                 "individually_deleted": self.individually_deleted.to_list(max_ranges),
+                "batch_acked": [
+                    [p[0], p[1], format(m, "x")]
+                    for p, m in sorted(self.batch_acked.items())[:max_ranges]
+                ],
             }
         ).encode()
 
@@ -124,4 +164,7 @@ class CursorState:
         d = json.loads(data)
         state = cls(tuple(d["mark_delete"]))  # type: ignore[arg-type]
         state.individually_deleted = PositionRangeSet.from_list(d.get("individually_deleted", []))
+        state.batch_acked = {
+            (ledger, entry): int(mask, 16) for ledger, entry, mask in d.get("batch_acked", [])
+        }
         return state

@@ -261,12 +261,18 @@ class Dispatcher:
         msg = broker_pb2.Deliveries()
         sent = size = 0
         counts = self.sub.redelivery_counts
+        masks = self.sub.cursor.state.batch_acked if self.sub.batch_index_acks else None
         for pos, data, n in batch:
             redelivery = counts.get(pos, 0)
             msg.ledger_ids.append(pos[0])
             msg.entry_ids.append(pos[1])
             msg.redelivery_counts.append(redelivery)
             msg.entries.append(data)
+            if masks is not None:
+                mask = masks.get(pos, 0)
+                msg.acked_batch_indexes.append(
+                    mask.to_bytes((mask.bit_length() + 7) // 8, "little") if mask else b""
+                )
             consumer.pending[pos] = n
             consumer.unacked += n
             if redelivery:

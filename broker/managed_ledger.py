@@ -620,6 +620,12 @@ class ManagedCursor:
             if first is not None and self.state.mark_delete_position[0] > first:
                 self.ledger.maybe_trim()
 
+    def ack_batch_indexes(self, pos: Position, batch_size: int, indexes: list[int]) -> bool:
+        """Acknowledge messages of a batch; True if that completed the entry."""
+        if self.state.ack_batch_indexes(pos, batch_size, indexes, self.ledger.next_position):
+            self._mark_dirty()
+        return self.state.is_acked(pos)
+
     def rewind(self) -> None:
         self.read_position = self.ledger.next_position(self.state.mark_delete_position)
 

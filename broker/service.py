@@ -640,6 +640,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         continue
                     positions = list(zip(ack.ledger_ids, ack.entry_ids, strict=True))
                     try:
+                        if ack.batch_acks:
+                            sub.ack_batch_indexes(
+                                [
+                                    ((b.ledger_id, b.entry_id), b.batch_size, list(b.indexes))
+                                    for b in ack.batch_acks
+                                ],
+                                consumer,
+                            )
                         sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE, consumer)
                     except BrokerError as exc:
                         consumer.deliver(broker_pb2.ConsumerResponse(ack_error=exc.to_proto()))

@@ -101,6 +101,11 @@ class BrokerSettings:
     max_num_partitions_per_partitioned_topic: int = setting(
         1000, "Most partitions a partitioned topic may be created with."
     )
+    acknowledgment_at_batch_index_level_enabled: bool = setting(
+        False,
+        "Keep acknowledgements of single messages of a batch (consumers with "
+        "batch_index_ack_enabled); they are never redelivered.",
+    )
     delayed_delivery_enabled: bool = setting(
         True, "Shared and Key_Shared subscriptions hold messages until their deliver-at time."
     )

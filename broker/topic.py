@@ -133,6 +133,9 @@ class Subscription:
         self.redelivery_counts: dict[tuple[int, int], int] = {}
         self.blocked = False
         self.key_shared = key_shared or KeySharedPolicy()
+        self.batch_index_acks = (
+            topic.persistent and topic.settings.acknowledgment_at_batch_index_level_enabled
+        )
         self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
 
     def _new_dispatcher(self, sub_type: int, key_shared: KeySharedPolicy) -> Dispatcher:
@@ -287,6 +290,19 @@ class Subscription:
                 del counts[p]
         if unblock or self.blocked:
             self.dispatcher.trigger()
+
+    def ack_batch_indexes(
+        self, acks: list[tuple[tuple[int, int], int, list[int]]], consumer: Consumer
+    ) -> None:
+        """Acknowledge single messages of batch entries (when the broker keeps
+        them); an entry whose every message is acknowledged is acked as a whole."""
+        if not self.batch_index_acks:
+            return
+        completed = [
+            pos for pos, size, indexes in acks if self.cursor.ack_batch_indexes(pos, size, indexes)
+        ]
+        if completed:
+            self.ack(completed, False, consumer)
 
     def seek(self, mark_delete: tuple[int, int]) -> None:
         """Reset the cursor; what consumers hold is forgotten (no redelivery count)."""

@@ -90,6 +90,7 @@ class ConsumerOptions:
     ack_timeout_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
     batch_receive_policy: ConsumerBatchReceivePolicy | None = None
+    batch_index_ack_enabled: bool = False
     # Chunked messages.
     max_pending_chunked_message: int = 10
     auto_ack_oldest_chunked_message_on_queue_full: bool = False
@@ -223,6 +224,8 @@ class ConsumerEngine:
         self.last_dequeued: MessageId | None = None
         self._taken_since_flow = 0
         self._individual: list[tuple[int, int]] = []
+        # Batch-index acks not sent yet: entry -> (batch size, acked indexes).
+        self._batch_acks: dict[tuple[int, int], tuple[int, set[int]]] = {}
         self._cumulative: tuple[int, int] | None = None
         self._ack_flush_scheduled = False
         self._flow_scheduled = False
@@ -356,8 +359,9 @@ class ConsumerEngine:
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
         messages: list[Message] = []
         policy = self.opts.dead_letter_policy
-        for ledger_id, entry_id, redelivery, entry in zip(
-            d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, strict=True
+        masks = list(d.acked_batch_indexes) or [b""] * len(d.entries)
+        for ledger_id, entry_id, redelivery, entry, mask in zip(
+            d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, masks, strict=True
         ):
             try:
                 meta, view = split_entry(entry)
@@ -374,6 +378,12 @@ class ConsumerEngine:
                 if whole is not None:
                     unpacked[0]._chunks = whole.positions
                     self._chunked[(ledger_id, entry_id)] = whole.positions
+                if mask:
+                    before = len(unpacked)
+                    unpacked = _skip_acked(unpacked, int.from_bytes(mask, "little"))
+                    self._release_permits(before - len(unpacked))
+                    if not unpacked:
+                        continue
             except MagnetarError as exc:
                 log.error(
                     "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
@@ -477,6 +487,8 @@ class ConsumerEngine:
 
     def _release_permits(self, n: int) -> None:
         """Messages that used permits but will not be taken by the application."""
+        if n <= 0:
+            return
         with self._lock:
             self._taken_since_flow += n
             if self._taken_since_flow < max(1, self.opts.receiver_queue_size // 2):
@@ -574,6 +586,10 @@ class ConsumerEngine:
                 batch = target._batch
                 mid = target.message_id()
                 if batch is not None and not batch.ack(mid.batch_index()):
+                    if self.opts.batch_index_ack_enabled:
+                        acked = self._batch_acks.setdefault(mid.position, (batch.size, set()))
+                        acked[1].add(mid.batch_index())
+                        self._schedule_ack_flush_locked(False)
                     return
             elif isinstance(target, MessageId):
                 mid = target
@@ -635,14 +651,24 @@ class ConsumerEngine:
         with self._lock:
             individual, self._individual = self._individual, []
             cumulative, self._cumulative = self._cumulative, None
+            batch_acks, self._batch_acks = self._batch_acks, {}
             self._ack_flush_scheduled = False
         if self._call is None:
             return
         try:
-            if individual:
+            if individual or batch_acks:
                 ack = broker_pb2.Ack(ack_type=broker_pb2.INDIVIDUAL)
                 ack.ledger_ids.extend(p[0] for p in individual)
                 ack.entry_ids.extend(p[1] for p in individual)
+                done = set(individual)
+                for pos, (size, indexes) in batch_acks.items():
+                    if pos not in done:
+                        ack.batch_acks.add(
+                            ledger_id=pos[0],
+                            entry_id=pos[1],
+                            batch_size=size,
+                            indexes=sorted(indexes),
+                        )
                 await self._write(broker_pb2.ConsumerRequest(ack=ack))
             if cumulative is not None:
                 ack = broker_pb2.Ack(ack_type=broker_pb2.CUMULATIVE)
@@ -807,6 +833,19 @@ class ConsumerEngine:
         if self._dead_letters is not None:
             await self._dead_letters.close()
         self._fail(AlreadyClosed(f"consumer {self.name} is closed"))
+
+
+def _skip_acked(messages: list[Message], mask: int) -> list[Message]:
+    """Drop the messages of a redelivered batch acknowledged before (batch-index acks)."""
+    kept = []
+    for m in messages:
+        index = m.message_id().batch_index()
+        if index >= 0 and mask >> index & 1:
+            if m._batch is not None:
+                m._batch.outstanding.discard(index)
+            continue
+        kept.append(m)
+    return kept
 
 
 def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:

@@ -105,6 +105,7 @@ CONSUMER_OPTIONS = {
     "batch_receive_policy",
     "message_listener",
     "retry_enable",
+    "batch_index_ack_enabled",
     "max_pending_chunked_message",
     "auto_ack_oldest_chunked_message_on_queue_full",
     "expire_time_of_incomplete_chunked_message_ms",

@@ -213,14 +213,28 @@ class Flow(_message.Message):
     def __init__(self, permits: _Optional[int] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("ack_type", "ledger_ids", "entry_ids")
+    __slots__ = ("ack_type", "ledger_ids", "entry_ids", "batch_acks")
     ACK_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ACKS_FIELD_NUMBER: _ClassVar[int]
     ack_type: AckType
     ledger_ids: _containers.RepeatedScalarFieldContainer[int]
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, ack_type: _Optional[_Union[AckType, str]] = ..., ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    batch_acks: _containers.RepeatedCompositeFieldContainer[BatchIndexAck]
+    def __init__(self, ack_type: _Optional[_Union[AckType, str]] = ..., ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., batch_acks: _Optional[_Iterable[_Union[BatchIndexAck, _Mapping]]] = ...) -> None: ...
+
+class BatchIndexAck(_message.Message):
+    __slots__ = ("ledger_id", "entry_id", "batch_size", "indexes")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: int
+    entry_id: int
+    batch_size: int
+    indexes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ledger_id: _Optional[int] = ..., entry_id: _Optional[int] = ..., batch_size: _Optional[int] = ..., indexes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CloseConsumer(_message.Message):
     __slots__ = ()
@@ -279,16 +293,18 @@ class Subscribed(_message.Message):
     def __init__(self, consumer_name: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class Deliveries(_message.Message):
-    __slots__ = ("ledger_ids", "entry_ids", "redelivery_counts", "entries")
+    __slots__ = ("ledger_ids", "entry_ids", "redelivery_counts", "entries", "acked_batch_indexes")
     LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     REDELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    ACKED_BATCH_INDEXES_FIELD_NUMBER: _ClassVar[int]
     ledger_ids: _containers.RepeatedScalarFieldContainer[int]
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
     redelivery_counts: _containers.RepeatedScalarFieldContainer[int]
     entries: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., redelivery_counts: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    acked_batch_indexes: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, ledger_ids: _Optional[_Iterable[int]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., redelivery_counts: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[bytes]] = ..., acked_batch_indexes: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ConsumerResponse(_message.Message):
     __slots__ = ("subscribed", "deliveries", "error", "ack_error", "unsubscribed", "request_error", "seek_done", "last_message_id")

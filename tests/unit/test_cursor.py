@@ -89,3 +89,23 @@ def test_deduplication_decisions():
     d.stored("q", 1)
     d.stored("r", 1)  # max_producers=2: the oldest name is forgotten
     assert "p" not in d.persisted and d.check("p", 0) == NEW
+
+
+def test_batch_index_acks_complete_an_entry_and_survive_json():
+    from broker.cursor import CursorState
+
+    def nxt(p):  # type: ignore[no-untyped-def]
+        return (p[0], p[1] + 1)
+
+    state = CursorState((1, -1))
+    assert state.ack_batch_indexes((1, 0), 4, [0, 2], nxt)
+    assert not state.ack_batch_indexes((1, 0), 4, [2], nxt)  # nothing new
+    assert state.acked_batch_mask((1, 0)) == 0b0101 and not state.is_acked((1, 0))
+    state.ack_batch_indexes((1, 1), 3, [1], nxt)
+    again = CursorState.from_json(state.to_json(100))
+    assert again.batch_acked == {(1, 0): 0b0101, (1, 1): 0b010}
+    assert again.ack_batch_indexes((1, 0), 4, [1, 3, 9], nxt)  # 9 is out of the batch: ignored
+    assert again.is_acked((1, 0)) and again.mark_delete_position == (1, 0)
+    assert (1, 0) not in again.batch_acked
+    again.ack_cumulative((1, 1), nxt)
+    assert again.batch_acked == {}
