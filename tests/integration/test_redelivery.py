@@ -28,13 +28,8 @@ SLACK_S = 1.5  # how late a redelivery may come on a loaded 2-core machine
 
 
 def _shared(c: Client, topic: str, sub: str = "s", **kw):  # type: ignore[no-untyped-def]
-    return c.subscribe(
-        topic,
-        sub,
-        consumer_type=ConsumerType.Shared,
-        initial_position=InitialPosition.Earliest,
-        **kw,
-    )
+    kw.setdefault("consumer_type", ConsumerType.Shared)
+    return c.subscribe(topic, sub, initial_position=InitialPosition.Earliest, **kw)
 
 
 def test_a_nacked_message_comes_back_after_the_delay_and_only_it(cluster, topic):
@@ -145,13 +140,15 @@ def test_ack_timeout_with_backoff_waits_timeout_plus_backoff(cluster, topic):
             assert expected_s - 0.05 <= waited <= expected_s + SLACK_S, (expected_s, waited)
 
 
-def test_dead_letter_topic_after_max_redeliveries(cluster, topic):
+@pytest.mark.parametrize("kind", [ConsumerType.Shared, ConsumerType.KeyShared])
+def test_dead_letter_topic_after_max_redeliveries(cluster, topic, kind):
     policy = ConsumerDeadLetterPolicy(max_redeliver_count=2, initial_subscription_name="dlq-sub")
     dlq = f"persistent://public/default/{topic}-s-DLQ"
     with Client(cluster.service_url) as c, Admin(cluster.service_url) as admin:
         consumer = _shared(
             c,
             topic,
+            consumer_type=kind,
             consumer_name="worker",
             negative_ack_redelivery_delay_ms=100,
             dead_letter_policy=policy,
