@@ -20,12 +20,11 @@ from __future__ import annotations
 Position = tuple[int, int]
 
 
-class NegativeAckTracker:
+class _Deadlines:
+    """Positions with a due time; ``due`` hands each out once."""
+
     def __init__(self) -> None:
         self._due: dict[Position, float] = {}
-
-    def nack(self, pos: Position, now_s: float, delay_s: float) -> None:
-        self._due[pos] = max(self._due.get(pos, 0.0), now_s + delay_s)
 
     def acked(self, pos: Position) -> None:
         self._due.pop(pos, None)
@@ -36,9 +35,6 @@ class NegativeAckTracker:
             del self._due[p]
         return out
 
-    def next_due(self) -> float | None:
-        return min(self._due.values(), default=None)
-
     def clear(self) -> None:
         self._due.clear()
 
@@ -46,26 +42,16 @@ class NegativeAckTracker:
         return len(self._due)
 
 
-class AckTimeoutTracker:
+class NegativeAckTracker(_Deadlines):
+    def nack(self, pos: Position, now_s: float, delay_s: float) -> None:
+        self._due[pos] = max(self._due.get(pos, 0.0), now_s + delay_s)
+
+
+class AckTimeoutTracker(_Deadlines):
     def __init__(self, timeout_s: float) -> None:
+        super().__init__()
         self.timeout_s = timeout_s
-        self._due: dict[Position, float] = {}
 
     def taken(self, pos: Position, now_s: float, backoff_s: float = 0.0) -> None:
         # Every message of a batch counts from the first one taken.
         self._due.setdefault(pos, now_s + self.timeout_s + backoff_s)
-
-    def acked(self, pos: Position) -> None:
-        self._due.pop(pos, None)
-
-    def due(self, now_s: float) -> list[Position]:
-        out = sorted(p for p, t in self._due.items() if t <= now_s)
-        for p in out:
-            del self._due[p]
-        return out
-
-    def clear(self) -> None:
-        self._due.clear()
-
-    def __len__(self) -> int:
-        return len(self._due)
