@@ -186,6 +186,26 @@ def namespaces() -> None:
     """Namespaces."""
 
 
+@admin.group()
+def brokers() -> None:
+    """Brokers."""
+
+
+@brokers.command("list")
+@click.pass_obj
+def brokers_list(service_url: str) -> None:
+    """Addresses of the live brokers."""
+    _admin_call(service_url, lambda a: a.brokers.list())
+
+
+@namespaces.command("bundles")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_bundles(service_url: str, namespace: str) -> None:
+    """Bundles of NAMESPACE (tenant/namespace) with their state and owner."""
+    _admin_call(service_url, lambda a: a.namespaces.bundles(namespace))
+
+
 @namespaces.command("set-deduplication")
 @click.argument("namespace")
 @click.option("--enable/--disable", required=True, help="Deduplication on or off.")
@@ -223,6 +243,14 @@ def topics_stats(service_url: str, topic: str) -> None:
 def topics_create_partitioned_topic(service_url: str, topic: str, partitions: int) -> None:
     """Create TOPIC with PARTITIONS partitions (TOPIC-partition-0 ...)."""
     _admin_call(service_url, lambda a: a.topics.create_partitioned_topic(topic, partitions))
+
+
+@topics.command("lookup")
+@click.argument("topic")
+@click.pass_obj
+def topics_lookup(service_url: str, topic: str) -> None:
+    """The broker serving TOPIC."""
+    _admin_call(service_url, lambda a: a.topics.lookup(topic))
 
 
 @topics.command("create-subscription")

@@ -33,7 +33,7 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     port = await serving.bind(server, settings.host, settings.port)
     address = f"{settings.host}:{port}"
     service = BrokerService(
-        settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}"
+        settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}", address=address
     )
     broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
     broker_pb2_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(service), server)
@@ -42,12 +42,34 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
     await service.ensure_default_namespace()
-    session = await metastore.create_session(settings.session_ttl_ms)
-    await metastore.put(
-        f"/loadbalance/brokers/{address}",
-        json.dumps({"address": address, "cluster": settings.cluster_name}).encode(),
-        session_id=session.id,
-    )
+    registration = json.dumps({"address": address, "cluster": settings.cluster_name}).encode()
+    sessions: list = []
+
+    async def register() -> None:
+        """A session, and this broker's ephemeral registration on it."""
+        session = await metastore.create_session(settings.session_ttl_ms, on_lost=session_lost)
+        await metastore.put(f"/loadbalance/brokers/{address}", registration, session_id=session.id)
+        service.ownership.session = session
+        sessions.append(session)
+
+    async def recover() -> None:
+        # Every bundle record went with the session: stop serving, start again.
+        service.ownership.lost()
+        await service.drop_all_topics("the metastore session expired")
+        while not stop.is_set():
+            try:
+                await register()
+                log.info("broker re-registered with a new metastore session")
+                return
+            except Exception as exc:
+                log.warning("re-registering failed: %s", exc)
+                await asyncio.sleep(1.0)  # bounded by stop; a retry timer
+
+    def session_lost() -> None:
+        if not stop.is_set():
+            asyncio.get_running_loop().create_task(recover())
+
+    await register()
     serving.set_serving(health, True)
     serving.write_ready_file(ready_file, {"grpc": address, "metrics": metrics_port})
     log.info("broker serving on %s (metrics %d)", address, metrics_port)
@@ -58,7 +80,8 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     serving.set_serving(health, False)
     await service.close_all()
     await server.stop(grace=2)
-    await session.close()
+    for session in sessions[-1:]:
+        await session.close()
     await ledgers.close()
     await metastore.close()
     log.info("broker stopped")

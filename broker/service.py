@@ -19,11 +19,13 @@ import logging
 from prometheus_client import Counter
 
 from bookie.ledger_client import LedgerClient
+from broker.bundle_state import BundleRecord
 from broker.dedup import DUPLICATE, IN_FLIGHT
 from broker.dispatcher import KeySharedDispatcher
 from broker.key_shared import SLOT_MAX, slot_of
 from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
 from broker.non_persistent import NonPersistentTopic
+from broker.ownership import BROKERS_PREFIX, Ownership, bundle_key
 from broker.settings import BrokerSettings
 from broker.stats import key_shared_lookup, topic_stats
 from broker.topic import SUB_TYPE_NAMES, BrokerError, KeySharedPolicy, Topic, TopicBase
@@ -130,11 +132,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         metastore: MetastoreClient,
         ledgers: LedgerClient,
         broker_name: str,
+        address: str = "",
     ) -> None:
         self.settings = settings
         self.metastore = metastore
         self.ledgers = ledgers
         self.broker_name = broker_name
+        self.address = address
+        self.ownership = Ownership(metastore, address, settings)
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
         self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
@@ -261,12 +266,37 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         except Exception as exc:
             return broker_pb2.TopicsOfNamespace(error=_error_of(exc))
 
+    async def Lookup(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            if self.closing:
+                raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
+            name = TopicName.parse(request.topic)
+            owner, redirect = await self.ownership.lookup(name, request.authoritative)
+            return broker_pb2.LookupResponse(
+                broker_url=owner, redirect=redirect, authoritative=redirect
+            )
+        except Exception as exc:
+            return broker_pb2.LookupResponse(error=_error_of(exc))
+
+    async def drop_all_topics(self, why: str) -> None:
+        """Close every topic (clients reconnect through a lookup)."""
+        topics = list(self.topics.values())
+        if topics:
+            log.warning("closing %d topics: %s", len(topics), why)
+        self.topics.clear()
+        for topic in topics:
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("closing %s", topic.name)
+
     async def get_topic(self, name: TopicName) -> TopicBase:
         if self.closing:
             raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
         topic = self.topics.get(name.full_name)
         if topic is not None:
             return topic
+        await self.ownership.ensure_owner(name)
         loading = self._loading.get(name.full_name)
         if loading is not None:
             return await asyncio.shield(loading)
@@ -840,6 +870,35 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
                 )
             return broker_pb2.JsonResponse(
                 json=json.dumps({"topic": name.full_name, "subscription": request.subscription})
+            )
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
+
+    async def ListBrokers(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            records, _ = await self.broker.metastore.list_prefix(BROKERS_PREFIX)
+            brokers = sorted(r.key[len(BROKERS_PREFIX) :] for r in records)
+            return broker_pb2.JsonResponse(json=json.dumps(brokers))
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
+
+    async def NamespaceBundles(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            name = TopicName.parse(f"persistent://{request.namespace}/x")
+            bundles = await self.broker.ownership.bundles_of(name)
+            out = []
+            for b in bundles.bundles:
+                stat = await self.broker.metastore.get(bundle_key(name, b))
+                record = BundleRecord.decode(stat.value) if stat is not None else None
+                out.append(
+                    {
+                        "bundle": b.name,
+                        "state": record.state.value if record else "free",
+                        "owner": record.broker if record else None,
+                    }
+                )
+            return broker_pb2.JsonResponse(
+                json=json.dumps({"namespace": name.namespace_name, "bundles": out})
             )
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))

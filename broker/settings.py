@@ -98,6 +98,17 @@ class BrokerSettings:
         "Key_Shared: entries waiting for a busy or draining key before the subscription "
         "stops reading new ones.",
     )
+    default_number_of_namespace_bundles: int = setting(
+        4, "Bundles of a namespace whose policies do not list its bundle boundaries."
+    )
+    take_over_stale_bundles: bool = setting(
+        False,
+        "Take over bundle records held by another metastore session at once instead of "
+        "waiting for it to expire (`magnetar standalone` sets it: its broker is the only one).",
+    )
+    max_namespaces_cached: int = setting(
+        10000, "Namespaces whose bundle boundaries a broker keeps in memory."
+    )
     max_num_partitions_per_partitioned_topic: int = setting(
         1000, "Most partitions a partitioned topic may be created with."
     )

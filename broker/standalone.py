@@ -133,10 +133,11 @@ class Supervisor:
             "bookie",
             ["--data-dir", str(self.data_dir / "bookie"), "--metastore", ms.info["grpc"]],
         )
-        # One bookie: ledgers of one copy (a cluster's default is 2/2/2).
+        # One bookie: ledgers of one copy (a cluster's default is 2/2/2). One
+        # broker: bundle records of an earlier run are its own, taken over at once.
         one_copy = [
             f"managed_ledger_default_{q}=1" for q in ("ensemble_size", "write_quorum", "ack_quorum")
-        ]
+        ] + ["take_over_stale_bundles=true"]
         br = self._spawn(
             "broker",
             ["--metastore", ms.info["grpc"], *[a for s in one_copy for a in ("--set", s)]],

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 
-from client.exceptions import ConnectError, InvalidUrl
-from protos import broker_pb2_grpc, serving
+from client.exceptions import ConnectError, InvalidUrl, from_wire
+from client.exceptions import LookupError as MagnetarLookupError
+from protos import broker_pb2, broker_pb2_grpc, common_pb2, serving
 
 
 def parse_service_url(url: str) -> list[str]:
@@ -58,11 +59,13 @@ class Connection:
         self.stub = broker_pb2_grpc.BrokerStub(self.channel)
         self._ready = False
 
-    async def ensure_ready(self) -> None:
+    async def ensure_ready(self, timeout_s: float | None = None) -> None:
         if self._ready:
             return
         try:
-            await asyncio.wait_for(self.channel.channel_ready(), self.connection_timeout_s)
+            await asyncio.wait_for(
+                self.channel.channel_ready(), timeout_s or self.connection_timeout_s
+            )
         except TimeoutError:
             raise ConnectError(
                 f"cannot connect to the broker at {self.address} within "
@@ -72,3 +75,87 @@ class Connection:
 
     async def close(self) -> None:
         await self.channel.close()
+
+
+# A redirect chain longer than this is a loop between confused brokers.
+MAX_LOOKUP_REDIRECTS = 8
+LOOKUP_BACKOFF_S = (0.05, 1.0)  # first and largest wait between lookup retries
+LOOKUP_PROBE_S = 2.0  # how long a broker named by a lookup gets to answer
+
+
+class Connections:
+    """One channel per broker, and topic lookups (DESIGN §5, Lookup): ask the
+    service URL's broker; follow redirects (carrying 'authoritative'); retry
+    with backoff while a bundle is changing hands."""
+
+    def __init__(self, service_address: str, connection_timeout_ms: int, timeout_s: float) -> None:
+        self.connection_timeout_ms = connection_timeout_ms
+        self.timeout_s = timeout_s
+        self._pool: dict[str, Connection] = {}
+        self.service = self.get(service_address)
+
+    def get(self, address: str) -> Connection:
+        conn = self._pool.get(address)
+        if conn is None:
+            conn = self._pool[address] = Connection(address, self.connection_timeout_ms)
+        return conn
+
+    async def lookup(self, topic: str) -> Connection:
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        delay = LOOKUP_BACKOFF_S[0]
+        conn, authoritative, hops = self.service, False, 0
+        while True:
+            try:
+                # A broker named by a lookup may be dead with its registration
+                # not yet expired: probe it briefly, then look up again.
+                await conn.ensure_ready(
+                    None if conn is self.service else min(LOOKUP_PROBE_S, self.timeout_s)
+                )
+                resp = await conn.stub.Lookup(
+                    broker_pb2.LookupRequest(topic=topic, authoritative=authoritative),
+                    timeout=self.timeout_s,
+                )
+                code = resp.error.code
+            except ConnectError:
+                if conn is self.service:
+                    raise
+                code = common_pb2.SERVICE_NOT_READY
+                resp = broker_pb2.LookupResponse(
+                    error=common_pb2.Error(
+                        code=common_pb2.SERVICE_NOT_READY,
+                        message=f"broker {conn.address} for {topic} does not answer",
+                    )
+                )
+            if code == common_pb2.SERVICE_NOT_READY:
+                if asyncio.get_running_loop().time() + delay > deadline:
+                    raise from_wire(resp.error)
+                await asyncio.sleep(delay)  # a retry timer while the bundle moves
+                delay = min(delay * 2, LOOKUP_BACKOFF_S[1])
+                conn, authoritative = self.service, False
+                continue
+            if code:
+                raise from_wire(resp.error)
+            target = self.get(resp.broker_url)
+            if not resp.redirect:
+                if target is conn:
+                    return target  # the owner itself answered
+                conn, authoritative = target, False  # have the owner confirm (and be alive)
+                hops += 1
+                if hops > MAX_LOOKUP_REDIRECTS:
+                    raise MagnetarLookupError(f"lookup of {topic} did not settle")
+                continue
+            hops += 1
+            if hops > MAX_LOOKUP_REDIRECTS:
+                raise MagnetarLookupError(
+                    f"lookup of {topic} was redirected more than {MAX_LOOKUP_REDIRECTS} times"
+                )
+            conn, authoritative = target, resp.authoritative
+
+    async def close(self) -> None:
+        for conn in self._pool.values():
+            await conn.close()
+        self._pool.clear()
+
+
+# The connection to the broker serving a topic.
+Resolver = Callable[[str], Awaitable[Connection]]

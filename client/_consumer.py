@@ -23,7 +23,7 @@ from typing import Any
 
 import grpc
 
-from client._connection import Connection, call_in_loop
+from client._connection import Connection, Resolver, call_in_loop
 from client._producer import from_wire_or
 from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
@@ -236,6 +236,8 @@ class ConsumerEngine:
         self._write_lock = asyncio.Lock()
         # A multi-topic consumer's wake-up (called on the loop when messages arrive).
         self.on_arrival: Callable[[], None] | None = None
+        # The broker serving another topic (dead letter and retry topics).
+        self.resolver: Resolver = self._same_connection
         self._nacks = NegativeAckTracker()
         timeout_ms = options.unacked_messages_timeout_ms
         self._ack_timeouts = AckTimeoutTracker(timeout_ms / 1000) if timeout_ms else None
@@ -249,6 +251,9 @@ class ConsumerEngine:
         self._chunk_timer: asyncio.TimerHandle | None = None
         # Last chunk's position -> every chunk's, for acks by MessageId.
         self._chunked: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    async def _same_connection(self, topic: str) -> Connection:
+        return self.connection
 
     async def start(self) -> None:
         await self.connection.ensure_ready()
@@ -304,7 +309,7 @@ class ConsumerEngine:
             self.topic, self.subscription
         )
         probe = ConsumerEngine(
-            self.connection,
+            await self.resolver(topic),
             topic,
             name,
             ConsumerOptions(initial_position=InitialPosition.Earliest, receiver_queue_size=1),
@@ -461,7 +466,7 @@ class ConsumerEngine:
             policy = self.opts.dead_letter_policy
             assert policy is not None
             self._dead_letters = DeadLetterPublisher.for_consumer(
-                self.connection,
+                self.resolver,
                 self.loop,
                 self.topic,
                 self.subscription,

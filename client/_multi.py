@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client._connection import Connection, call_in_loop
+from client._connection import Connection, Resolver, call_in_loop
 from client._consumer import ConsumerEngine, ConsumerOptions, has_available
 from client._producer import ProducerEngine, ProducerOptions
 from client.enums import HashingScheme, PartitionsRoutingMode, RegexSubscriptionMode
@@ -113,7 +113,7 @@ def key_partition(key: str, n: int, scheme: HashingScheme) -> int:
 class PartitionedProducerEngine:
     def __init__(
         self,
-        connection: Connection,
+        resolver: Resolver,
         topic: str,
         partitions: int,
         options: ProducerOptions,
@@ -124,18 +124,27 @@ class PartitionedProducerEngine:
         self.topic = name.full_name
         self.opts = options
         self.loop = loop
-        self.engines = [
-            ProducerEngine(
-                connection, name.partition(i).full_name, dataclasses.replace(options), loop, i
-            )
-            for i in range(partitions)
-        ]
+        self.resolver = resolver
+        self.partitions = partitions
+        self.engines: list[ProducerEngine] = []
         self._lock = threading.Lock()
         self._rr = random.randrange(partitions)
         self._rr_used = False
         self._single = random.randrange(partitions)
 
     async def start(self) -> None:
+        name = TopicName.parse(self.topic)
+        for i in range(self.partitions):
+            partition = name.partition(i).full_name
+            self.engines.append(
+                ProducerEngine(
+                    await self.resolver(partition),
+                    partition,
+                    dataclasses.replace(self.opts),
+                    self.loop,
+                    i,
+                )
+            )
         try:
             await asyncio.gather(*(e.start() for e in self.engines))
         except BaseException:
@@ -252,9 +261,11 @@ class MultiConsumerEngine:
         options: ConsumerOptions,
         loop: asyncio.AbstractEventLoop,
         timeout_s: float,
+        resolver: Resolver | None = None,
     ) -> None:
         options.validate()
         self.connection = connection
+        self.resolver = resolver
         self.topic = label
         self.subscription = subscription
         self.opts = options
@@ -285,8 +296,9 @@ class MultiConsumerEngine:
         started: list[ConsumerEngine] = []
         try:
             for full in new:
+                conn = await self.resolver(full) if self.resolver else self.connection
                 child = ConsumerEngine(
-                    self.connection,
+                    conn,
                     full,
                     self.subscription,
                     dataclasses.replace(self.opts, consumer_name=self.name),
@@ -294,6 +306,8 @@ class MultiConsumerEngine:
                     partition=TopicName.parse(full).partition_index,
                 )
                 child.on_arrival = self._wake
+                if self.resolver is not None:
+                    child.resolver = self.resolver
                 await asyncio.wait_for(child.start(), self.timeout_s)
                 started.append(child)
         except BaseException:

@@ -41,6 +41,27 @@ class _Topics:
             broker_pb2.CreatePartitionedTopicRequest(topic=topic, partitions=partitions),
         )
 
+    def lookup(self, topic: str) -> dict[str, Any]:
+        """``{"brokerUrl": "magnetar://host:port"}``: the broker serving ``topic``."""
+        address, authoritative = self._admin._address, False
+        for _ in range(8):  # bounded redirects
+            with grpc.insecure_channel(address) as ch:
+                try:
+                    resp = broker_pb2_grpc.BrokerStub(ch).Lookup(
+                        broker_pb2.LookupRequest(topic=topic, authoritative=authoritative),
+                        timeout=self._admin._timeout_s,
+                    )
+                except grpc.RpcError as exc:
+                    raise ConnectError(f"broker {address}: {exc.code().name}") from None
+            if resp.error.code != 0:
+                raise from_wire(resp.error)
+            if not resp.redirect:
+                return {"brokerUrl": f"magnetar://{resp.broker_url}"}
+            address, authoritative = resp.broker_url, resp.authoritative
+        from client.exceptions import LookupError as MagnetarLookupError
+
+        raise MagnetarLookupError(f"lookup of {topic} was redirected too often")
+
     def create_subscription(
         self, topic: str, subscription: str, earliest: bool = False
     ) -> dict[str, Any]:
@@ -86,9 +107,24 @@ class _Topics:
         return self._admin._json("KeySharedLookup", req)
 
 
+class _Brokers:
+    def __init__(self, admin: Admin) -> None:
+        self._admin = admin
+
+    def list(self) -> list[str]:
+        """Addresses of the live brokers."""
+        return self._admin._json("ListBrokers", broker_pb2.ListBrokersRequest())  # type: ignore[return-value]
+
+
 class _Namespaces:
     def __init__(self, admin: Admin) -> None:
         self._admin = admin
+
+    def bundles(self, namespace: str) -> dict[str, Any]:
+        """``{"namespace", "bundles": [{"bundle", "state", "owner"}]}``."""
+        return self._admin._json(
+            "NamespaceBundles", broker_pb2.NamespaceBundlesRequest(namespace=namespace)
+        )
 
     def set_deduplication(self, namespace: str, enabled: bool) -> dict[str, Any]:
         """Turn broker-side deduplication on or off for every topic of ``namespace``."""
@@ -113,6 +149,7 @@ class Admin:
         self._broker = broker_pb2_grpc.BrokerStub(self._channel)
         self.topics = _Topics(self)
         self.namespaces = _Namespaces(self)
+        self.brokers = _Brokers(self)
 
     def _json(self, method: str, request: Any) -> dict[str, Any]:
         try:

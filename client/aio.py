@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from client._connection import Connection, parse_service_url
+from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine, ConsumerOptions, batch_receive_async, has_available
 from client._multi import (
     MultiConsumerEngine,
@@ -342,7 +342,7 @@ class Client:
         self._addresses = parse_service_url(service_url)
         self._operation_timeout_s = operation_timeout_seconds
         self._connection_timeout_ms = connection_timeout_ms
-        self._connection: Connection | None = None
+        self._connections: Connections | None = None
         self._producers: list[AnyProducerEngine] = []
         self._consumers: list[AnyConsumerEngine] = []
         self._closed = False
@@ -350,9 +350,20 @@ class Client:
     def _conn(self) -> Connection:
         if self._closed:
             raise AlreadyClosed("the client is closed")
-        if self._connection is None:
-            self._connection = Connection(self._addresses[0], self._connection_timeout_ms)
-        return self._connection
+        return self._pool().service
+
+    def _pool(self) -> Connections:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+        if self._connections is None:
+            self._connections = Connections(
+                self._addresses[0], self._connection_timeout_ms, self._operation_timeout_s
+            )
+        return self._connections
+
+    async def _owner(self, topic: str) -> Connection:
+        """The connection to the broker serving ``topic`` (after a lookup)."""
+        return await self._pool().lookup(topic)
 
     async def create_producer(self, topic: str, **options: Any) -> Producer:
         check_options("create_producer", options, PRODUCER_OPTIONS)
@@ -364,9 +375,9 @@ class Client:
         loop = asyncio.get_running_loop()
         n = await partitions_of(conn, name, self._operation_timeout_s)
         engine: AnyProducerEngine = (
-            PartitionedProducerEngine(conn, name, n, opts, loop)
+            PartitionedProducerEngine(self._owner, name, n, opts, loop)
             if n
-            else ProducerEngine(conn, name, opts, loop)
+            else ProducerEngine(await self._owner(name), name, opts, loop)
         )
         if opts.access_mode == ProducerAccessMode.WaitForExclusive:
             await engine.start()  # pending until this producer is the only one
@@ -409,23 +420,30 @@ class Client:
         if isinstance(topic, str):
             name = check_topic(topic)
             if await partitions_of(conn, name, timeout) == 0:
-                engine = ConsumerEngine(conn, name, subscription_name, opts, loop)
+                engine = ConsumerEngine(
+                    await self._owner(name), name, subscription_name, opts, loop
+                )
+                engine.resolver = self._owner
                 await asyncio.wait_for(engine.start(), timeout)
                 self._consumers.append(engine)
                 return Consumer(engine)
-            multi = MultiConsumerEngine(conn, name, subscription_name, opts, loop, timeout)
+            multi = MultiConsumerEngine(
+                conn, name, subscription_name, opts, loop, timeout, self._owner
+            )
             await self._start_multi(multi, [name])
         elif isinstance(topic, list | tuple):
             if not topic:
                 raise InvalidConfiguration("subscribe got an empty list of topics")
             names = [check_topic(t) for t in topic]
             multi = MultiConsumerEngine(
-                conn, ",".join(names), subscription_name, opts, loop, timeout
+                conn, ",".join(names), subscription_name, opts, loop, timeout, self._owner
             )
             await self._start_multi(multi, names)
         elif isinstance(topic, re.Pattern):
             domain, namespace = pattern_namespace(topic)
-            multi = MultiConsumerEngine(conn, topic.pattern, subscription_name, opts, loop, timeout)
+            multi = MultiConsumerEngine(
+                conn, topic.pattern, subscription_name, opts, loop, timeout, self._owner
+            )
             multi.start_discovery(domain, namespace, topic)
             try:
                 await multi.discover_now()
@@ -466,12 +484,19 @@ class Client:
         conn = self._conn()
         loop = asyncio.get_running_loop()
         multi = MultiConsumerEngine(
-            conn, name, subscription_name, opts, loop, self._operation_timeout_s
+            conn, name, subscription_name, opts, loop, self._operation_timeout_s, self._owner
         )
         await self._start_multi(multi, [name, retry_topic])
         consumer = Consumer(multi)
         consumer._retry = RetryLetters(
-            conn, loop, name, subscription_name, multi.name, retry_topic, dead_topic, max_times
+            self._owner,
+            loop,
+            name,
+            subscription_name,
+            multi.name,
+            retry_topic,
+            dead_topic,
+            max_times,
         )
         return consumer
 
@@ -521,10 +546,10 @@ class Client:
                     f"{name} is partitioned: a reader of all its partitions starts at "
                     "MessageId.earliest or MessageId.latest (read one partition for a given id)"
                 )
-            multi = MultiConsumerEngine(conn, name, subscription, opts, loop, timeout)
+            multi = MultiConsumerEngine(conn, name, subscription, opts, loop, timeout, self._owner)
             await self._start_multi(multi, [name])
             return Reader(multi, timeout)
-        engine = ConsumerEngine(conn, name, subscription, opts, loop)
+        engine = ConsumerEngine(await self._owner(name), name, subscription, opts, loop)
         await asyncio.wait_for(engine.start(), timeout)
         self._consumers.append(engine)
         return Reader(engine, timeout)
@@ -543,8 +568,8 @@ class Client:
             except Exception:
                 pass
         self._closed = True
-        if self._connection is not None:
-            await self._connection.close()
+        if self._connections is not None:
+            await self._connections.close()
 
     async def __aenter__(self) -> Client:
         return self

@@ -19,7 +19,7 @@ from client._producer import ProducerEngine, ProducerOptions
 from client.message import Message
 
 if TYPE_CHECKING:
-    from client._connection import Connection
+    from client._connection import Resolver
 
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -40,12 +40,12 @@ def default_retry_letter_topic(topic: str, subscription: str) -> str:
 class DeadLetterPublisher:
     def __init__(
         self,
-        connection: Connection,
+        resolver: Resolver,
         loop: asyncio.AbstractEventLoop,
         topic: str,
         producer_name: str,
     ) -> None:
-        self.connection = connection
+        self.resolver = resolver
         self.loop = loop
         self.topic = topic
         self.producer_name = producer_name
@@ -55,7 +55,7 @@ class DeadLetterPublisher:
     @classmethod
     def for_consumer(
         cls,
-        connection: Connection,
+        resolver: Resolver,
         loop: asyncio.AbstractEventLoop,
         topic: str,
         subscription: str,
@@ -64,7 +64,7 @@ class DeadLetterPublisher:
     ) -> DeadLetterPublisher:
         name = f"{topic}-{subscription}-{consumer_name}-{uuid.uuid4().hex[:5]}-DLQ"
         return cls(
-            connection,
+            resolver,
             loop,
             dead_letter_topic or default_dead_letter_topic(topic, subscription),
             name,
@@ -74,7 +74,7 @@ class DeadLetterPublisher:
         async with self._lock:
             if self._producer is None:
                 producer = ProducerEngine(
-                    self.connection,
+                    await self.resolver(self.topic),
                     self.topic,
                     ProducerOptions(producer_name=self.producer_name, batching_enabled=False),
                     self.loop,
@@ -135,7 +135,7 @@ class RetryLetters:
 
     def __init__(
         self,
-        connection: Connection,
+        resolver: Resolver,
         loop: asyncio.AbstractEventLoop,
         topic: str,
         subscription: str,
@@ -147,9 +147,9 @@ class RetryLetters:
         suffix = f"{topic}-{subscription}-{consumer_name}-{uuid.uuid4().hex[:5]}"
         self.retry_topic = retry_topic or default_retry_letter_topic(topic, subscription)
         self.max_reconsume_times = max_reconsume_times
-        self._retry = DeadLetterPublisher(connection, loop, self.retry_topic, f"{suffix}-RETRY")
+        self._retry = DeadLetterPublisher(resolver, loop, self.retry_topic, f"{suffix}-RETRY")
         self._dead = DeadLetterPublisher(
-            connection,
+            resolver,
             loop,
             dead_letter_topic or default_dead_letter_topic(topic, subscription),
             f"{suffix}-DLQ",

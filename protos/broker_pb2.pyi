@@ -60,6 +60,26 @@ STICKY: KeySharedMode
 INDIVIDUAL: AckType
 CUMULATIVE: AckType
 
+class LookupRequest(_message.Message):
+    __slots__ = ("topic", "authoritative")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITATIVE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    authoritative: bool
+    def __init__(self, topic: _Optional[str] = ..., authoritative: _Optional[bool] = ...) -> None: ...
+
+class LookupResponse(_message.Message):
+    __slots__ = ("error", "broker_url", "redirect", "authoritative")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BROKER_URL_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITATIVE_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    broker_url: str
+    redirect: bool
+    authoritative: bool
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., broker_url: _Optional[str] = ..., redirect: _Optional[bool] = ..., authoritative: _Optional[bool] = ...) -> None: ...
+
 class PartitionedTopicMetadataRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -339,6 +359,16 @@ class LastMessageId(_message.Message):
 class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListBrokersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NamespaceBundlesRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
 
 class CreateSubscriptionRequest(_message.Message):
     __slots__ = ("topic", "subscription", "earliest")

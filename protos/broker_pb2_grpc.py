@@ -54,6 +54,11 @@ class BrokerStub:
                 request_serializer=protos_dot_broker__pb2.TopicsOfNamespaceRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.TopicsOfNamespace.FromString,
                 _registered_method=True)
+        self.Lookup = channel.unary_unary(
+                '/magnetar.Broker/Lookup',
+                request_serializer=protos_dot_broker__pb2.LookupRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.LookupResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -86,6 +91,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lookup(self, request, context):
+        """Which broker serves a topic. A redirect says: ask that broker (with
+        'authoritative' as given); otherwise broker_url serves the topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +121,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetTopicsOfNamespace,
                     request_deserializer=protos_dot_broker__pb2.TopicsOfNamespaceRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.TopicsOfNamespace.SerializeToString,
+            ),
+            'Lookup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lookup,
+                    request_deserializer=protos_dot_broker__pb2.LookupRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.LookupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -228,6 +246,33 @@ class Broker:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def Lookup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Broker/Lookup',
+            protos_dot_broker__pb2.LookupRequest.SerializeToString,
+            protos_dot_broker__pb2.LookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class BrokerAdminStub:
     """Administration (pulsar-admin's groups); answers are JSON documents with
@@ -263,6 +308,16 @@ class BrokerAdminStub:
         self.CreateSubscription = channel.unary_unary(
                 '/magnetar.BrokerAdmin/CreateSubscription',
                 request_serializer=protos_dot_broker__pb2.CreateSubscriptionRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
+        self.ListBrokers = channel.unary_unary(
+                '/magnetar.BrokerAdmin/ListBrokers',
+                request_serializer=protos_dot_broker__pb2.ListBrokersRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
+        self.NamespaceBundles = channel.unary_unary(
+                '/magnetar.BrokerAdmin/NamespaceBundles',
+                request_serializer=protos_dot_broker__pb2.NamespaceBundlesRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
 
@@ -307,6 +362,20 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListBrokers(self, request, context):
+        """brokers list: the live brokers (their registrations).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NamespaceBundles(self, request, context):
+        """namespaces bundles: a namespace's bundles and their owners.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +402,16 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'CreateSubscription': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSubscription,
                     request_deserializer=protos_dot_broker__pb2.CreateSubscriptionRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'ListBrokers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBrokers,
+                    request_deserializer=protos_dot_broker__pb2.ListBrokersRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'NamespaceBundles': grpc.unary_unary_rpc_method_handler(
+                    servicer.NamespaceBundles,
+                    request_deserializer=protos_dot_broker__pb2.NamespaceBundlesRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -472,6 +551,60 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/CreateSubscription',
             protos_dot_broker__pb2.CreateSubscriptionRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBrokers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/ListBrokers',
+            protos_dot_broker__pb2.ListBrokersRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NamespaceBundles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/NamespaceBundles',
+            protos_dot_broker__pb2.NamespaceBundlesRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,

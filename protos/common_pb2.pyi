@@ -27,6 +27,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_MANY_REQUESTS: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
     CONSUMER_ASSIGN_ERROR: _ClassVar[ErrorCode]
+    NOT_OWNER: _ClassVar[ErrorCode]
     BAD_VERSION: _ClassVar[ErrorCode]
     KEY_NOT_FOUND: _ClassVar[ErrorCode]
     SESSION_EXPIRED: _ClassVar[ErrorCode]
@@ -66,6 +67,7 @@ CORRUPTED_MESSAGE: ErrorCode
 TOO_MANY_REQUESTS: ErrorCode
 PRODUCER_FENCED: ErrorCode
 CONSUMER_ASSIGN_ERROR: ErrorCode
+NOT_OWNER: ErrorCode
 BAD_VERSION: ErrorCode
 KEY_NOT_FOUND: ErrorCode
 SESSION_EXPIRED: ErrorCode
