@@ -87,7 +87,9 @@ def transition(record: BundleRecord, event: str, broker: str = "") -> BundleReco
         if not broker:
             raise ValueError(f"{event!r} needs the broker it assigns the bundle to")
         return BundleRecord(to, broker)
-    return BundleRecord(to, "" if to == S.FREE else record.broker)
+    # A free record keeps its last broker: placement avoids handing an
+    # unloaded bundle straight back to it.
+    return BundleRecord(to, record.broker)
 
 
 def recover(record: BundleRecord, live_brokers: set[str], split_children_exist: bool) -> str | None:

@@ -198,6 +198,15 @@ def brokers_list(service_url: str) -> None:
     _admin_call(service_url, lambda a: a.brokers.list())
 
 
+@namespaces.command("unload")
+@click.argument("namespace")
+@click.option("--bundle", "-b", default=None, help="One bundle (0xLOWER_0xUPPER); default all.")
+@click.pass_obj
+def namespaces_unload(service_url: str, namespace: str, bundle: str | None) -> None:
+    """Release NAMESPACE's bundles from their brokers (clients follow)."""
+    _admin_call(service_url, lambda a: a.namespaces.unload(namespace, bundle))
+
+
 @namespaces.command("bundles")
 @click.argument("namespace")
 @click.pass_obj

@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from broker.bundle_state import BundleRecord, BundleState
+from broker.bundle_state import BundleRecord, BundleState, transition
 from broker.bundles import BundleRange, NamespaceBundles
 from broker.load_decisions import BrokerLoad, place
 from protos import common_pb2
@@ -115,16 +116,23 @@ class Ownership:
                 self.owned[key] = bundle
             return owner, False
         if not authoritative:
-            candidate = await self.candidate()
+            candidate = await self.candidate(avoid=await self._last_owner(key))
             if candidate is not None and candidate != self.address:
                 return candidate, True
         return await self._acquire(key, bundle), False
 
+    async def _last_owner(self, key: str) -> str | None:
+        stat = await self.metastore.get(key)
+        return BundleRecord.decode(stat.value).broker if stat is not None else None
+
     async def _owner(self, key: str) -> str | None:
+        """The owning broker; None when the bundle is free (or has no record)."""
         stat = await self.metastore.get(key)
         if stat is None:
             return None
         record = BundleRecord.decode(stat.value)
+        if record.state == BundleState.FREE:
+            return None
         mine = self.session.id if self.session is not None else 0
         if stat.session_id != mine and (
             record.broker == self.address or self.settings.take_over_stale_bundles
@@ -150,9 +158,13 @@ class Ownership:
     async def _acquire(self, key: str, bundle: BundleRange) -> str:
         assert self.session is not None, "the broker has no metastore session yet"
         record = BundleRecord(BundleState.OWNED, self.address)
+        stat = await self.metastore.get(key)  # absent, or free after an unload
+        expected = -1 if stat is None else stat.version
+        if stat is not None and BundleRecord.decode(stat.value).state != BundleState.FREE:
+            expected = -1  # someone owns it by now: the create fails and we read them
         try:
             await self.metastore.put(
-                key, record.encode(), expected_version=-1, session_id=self.session.id
+                key, record.encode(), expected_version=expected, session_id=self.session.id
             )
         except MagnetarServerError as exc:
             if exc.code != common_pb2.BAD_VERSION:
@@ -168,8 +180,9 @@ class Ownership:
         log.info("%s now owns bundle %s", self.address, key)
         return self.address
 
-    async def candidate(self) -> str | None:
-        """The least loaded live broker (bundles owned count a little)."""
+    async def candidate(self, avoid: str | None = None) -> str | None:
+        """The least loaded live broker (bundles owned count a little), not
+        ``avoid`` (the broker that just unloaded the bundle) unless it is alone."""
         if self.settings.take_over_stale_bundles:
             return self.address  # standalone: the only broker
         reports, _ = await self.metastore.list_prefix(BROKERS_PREFIX)
@@ -194,7 +207,36 @@ class Ownership:
                     memory=float(report.get("memory", 0.0)),
                 )
             )
-        return place(loads, counts, BUNDLE_WEIGHT)
+        others = [b for b in loads if b.broker != avoid]
+        return place(others or loads, counts, BUNDLE_WEIGHT)
+
+    async def release(self, key: str, close_topics: Callable[[], Awaitable[None]]) -> None:
+        """Unload a bundle this broker owns: owned -> releasing (its topics
+        close, so clients look them up again) -> free, remembering this
+        broker as the last owner."""
+        assert self.session is not None
+        stat = await self.metastore.get(key)
+        if stat is None:
+            self.owned.pop(key, None)
+            return
+        record = BundleRecord.decode(stat.value)
+        if record.state != BundleState.OWNED or record.broker != self.address:
+            raise MagnetarServerError(
+                f"bundle {key} is {record.state.value} by {record.broker or 'nobody'}, "
+                f"not owned by {self.address}",
+                common_pb2.NOT_ALLOWED,
+            )
+        releasing = transition(record, "release")
+        version = await self.metastore.put(
+            key, releasing.encode(), expected_version=stat.version, session_id=self.session.id
+        )
+        self.owned.pop(key, None)
+        try:
+            await close_topics()
+        finally:
+            free = transition(releasing, "free")
+            await self.metastore.put(key, free.encode(), expected_version=version)
+        log.info("%s released bundle %s", self.address, key)
 
     async def ensure_owner(self, name: TopicName) -> None:
         """Serve ``name`` only if this broker owns its bundle (taking an unowned

@@ -78,6 +78,7 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     log.info("broker stopping")
     housekeeping.cancel()
     serving.set_serving(health, False)
+    await service.unload_all()  # clients move to other brokers without an error
     await service.close_all()
     await server.stop(grace=2)
     for session in sessions[-1:]:

@@ -16,10 +16,11 @@ import itertools
 import json
 import logging
 
+import grpc
 from prometheus_client import Counter
 
 from bookie.ledger_client import LedgerClient
-from broker.bundle_state import BundleRecord
+from broker.bundle_state import BundleRecord, BundleState
 from broker.dedup import DUPLICATE, IN_FLIGHT
 from broker.dispatcher import KeySharedDispatcher
 from broker.key_shared import SLOT_MAX, slot_of
@@ -52,6 +53,7 @@ _consumer_names = itertools.count(1)
 
 
 _FENCED = ("fenced",)
+_MOVED = ("moved",)
 
 
 class _SendQueue:
@@ -83,12 +85,18 @@ class _SendQueue:
         self._items.appendleft(_FENCED)  # type: ignore[arg-type]
         self._changed.set()
 
+    def moved(self) -> None:
+        """The topic is closing here: after the sends already taken, end the
+        stream with a retryable error (the client looks the topic up again)."""
+        self._items.append(_MOVED)  # type: ignore[arg-type]
+        self._changed.set()
+
     def get_ready(self) -> _Send | None:
         """The next send if its answer is already known, else None."""
         if not self._items:
             return None
         head = self._items[0]
-        if head is None or head is _FENCED:
+        if head is None or head is _FENCED or head is _MOVED:
             return None
         fut = head[1]
         if isinstance(fut, asyncio.Future) and not fut.done():
@@ -278,6 +286,30 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         except Exception as exc:
             return broker_pb2.LookupResponse(error=_error_of(exc))
 
+    async def unload_bundle(self, key: str) -> None:
+        """Release an owned bundle: its topics close (clients reconnect
+        through a lookup), then the bundle is free for the next lookup."""
+
+        async def close_topics() -> None:
+            for topic in list(self.topics.values()):
+                if (await self.ownership.bundle_of(topic.name))[0] != key:
+                    continue
+                self.topics.pop(topic.name.full_name, None)
+                try:
+                    await topic.close()
+                except Exception:
+                    log.exception("closing %s", topic.name)
+
+        await self.ownership.release(key, close_topics)
+
+    async def unload_all(self) -> None:
+        """Graceful shutdown: hand every bundle back before stopping."""
+        for key in list(self.ownership.owned):
+            try:
+                await self.unload_bundle(key)
+            except Exception:
+                log.exception("unloading %s", key)
+
     async def drop_all_topics(self, why: str) -> None:
         """Close every topic (clients reconnect through a lookup)."""
         topics = list(self.topics.values())
@@ -407,11 +439,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
         pending = _SendQueue(self.settings.max_pending_publish_entries_per_producer)
         producer.on_fenced = pending.fence
+        producer.on_topic_closed = pending.moved
         reader = asyncio.create_task(self._read_sends(iterator, topic, producer, pending))
         try:
             while True:
                 item = await pending.get()
                 if item is None:
+                    break
+                if item is _MOVED:
+                    yield broker_pb2.ProducerResponse(
+                        error=error(
+                            common_pb2.SERVICE_NOT_READY,
+                            f"{topic.name} was unloaded from this broker; look it up again",
+                        )
+                    )
                     break
                 if item is _FENCED:
                     yield broker_pb2.ProducerResponse(
@@ -489,6 +530,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         (0, error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}"), 0, 0)
                     )
                     continue
+                if topic.closing:
+                    break  # unloading: what was not taken is sent again elsewhere
                 send = req.send
                 n = len(send.entries)
                 if not (len(send.sequence_ids) == len(send.num_messages) == n):
@@ -900,6 +943,42 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
             return broker_pb2.JsonResponse(
                 json=json.dumps({"namespace": name.namespace_name, "bundles": out})
             )
+        except Exception as exc:
+            return broker_pb2.JsonResponse(error=_error_of(exc))
+
+    async def Unload(self, request, context):  # type: ignore[no-untyped-def]
+        broker = self.broker
+        try:
+            name = TopicName.parse(f"persistent://{request.namespace}/x")
+            bundles = (await broker.ownership.bundles_of(name)).bundles
+            if request.bundle:
+                bundles = [b for b in bundles if b.name == request.bundle]
+                if not bundles:
+                    raise BrokerError(
+                        f"{request.bundle} is not a bundle of {name.namespace_name}",
+                        common_pb2.INVALID_ARGUMENT,
+                    )
+            unloaded = []
+            for b in bundles:
+                key = bundle_key(name, b)
+                stat = await broker.metastore.get(key)
+                if stat is None:
+                    continue
+                record = BundleRecord.decode(stat.value)
+                if record.state != BundleState.OWNED:
+                    continue
+                if record.broker == broker.address:
+                    await broker.unload_bundle(key)
+                else:  # ask the owner
+                    async with grpc.aio.insecure_channel(record.broker) as ch:
+                        resp = await broker_pb2_grpc.BrokerAdminStub(ch).Unload(
+                            broker_pb2.UnloadRequest(namespace=request.namespace, bundle=b.name),
+                            timeout=30,
+                        )
+                    if resp.error.code:
+                        return resp
+                unloaded.append(b.name)
+            return broker_pb2.JsonResponse(json=json.dumps({"unloaded": unloaded}))
         except Exception as exc:
             return broker_pb2.JsonResponse(error=_error_of(exc))
 

@@ -88,6 +88,9 @@ class Producer:
     last_sequence_id: int = -1
     # Called when a newer ExclusiveWithFencing producer takes the topic.
     on_fenced: Callable[[], None] | None = None
+    # Called when the topic closes here (unload, shutdown): the stream ends
+    # with a retryable error after the sends already taken.
+    on_topic_closed: Callable[[], None] | None = None
     meter: Meter = field(default_factory=Meter)
 
 
@@ -349,6 +352,7 @@ class TopicBase:
         )
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
+        self.closing = False
 
     @property
     def last_position(self) -> tuple[int, int]:
@@ -425,6 +429,10 @@ class TopicBase:
             )
 
     def _close_consumers(self) -> None:
+        self.closing = True
+        for producer in list(self.producers.values()):
+            if producer.on_topic_closed is not None:
+                producer.on_topic_closed()
         for sub in list(self.subscriptions.values()):
             for consumer in list(sub.consumers):
                 consumer.closed = True

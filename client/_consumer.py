@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 
 from client._connection import Connection, Resolver, call_in_loop
-from client._producer import from_wire_or
+from client._producer import RECONNECT_BACKOFF_S, RECONNECT_CODES, from_wire_or
 from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
@@ -36,9 +36,12 @@ from client.enums import (
 )
 from client.exceptions import (
     AlreadyClosed,
+    ConnectError,
+    ConsumerBusy,
     CumulativeAcknowledgementNotAllowedError,
     InvalidConfiguration,
     MagnetarError,
+    ServiceUnitNotReady,
     Timeout,
     from_wire,
 )
@@ -236,8 +239,10 @@ class ConsumerEngine:
         self._write_lock = asyncio.Lock()
         # A multi-topic consumer's wake-up (called on the loop when messages arrive).
         self.on_arrival: Callable[[], None] | None = None
-        # The broker serving another topic (dead letter and retry topics).
+        # The broker serving a topic (reconnection; dead letter and retry topics).
         self.resolver: Resolver = self._same_connection
+        self._started = False
+        self._reconnecting = False
         self._nacks = NegativeAckTracker()
         timeout_ms = options.unacked_messages_timeout_ms
         self._ack_timeouts = AckTimeoutTracker(timeout_ms / 1000) if timeout_ms else None
@@ -255,10 +260,18 @@ class ConsumerEngine:
     async def _same_connection(self, topic: str) -> Connection:
         return self.connection
 
-    async def start(self) -> None:
+    async def _open_stream(self) -> None:
+        """A stream subscribed as this consumer (at start and after a
+        reconnection, when the topic is looked up again)."""
+        if self.resolver is not None and self._started:
+            self.connection = await self.resolver(self.topic)
         await self.connection.ensure_ready()
-        self._call = self.connection.stub.Consume()
-        await self._call.write(
+        call = self.connection.stub.Consume()
+        start = self.opts.start_message_id
+        inclusive = self.opts.start_message_id_inclusive
+        if self._started and self.last_dequeued is not None:
+            start, inclusive = self.last_dequeued, False  # a reader resumes after what it read
+        await call.write(
             broker_pb2.ConsumerRequest(
                 subscribe=broker_pb2.Subscribe(
                     topic=self.topic,
@@ -272,23 +285,28 @@ class ConsumerEngine:
                     consumer_name=self.name,
                     durable=self.opts.subscription_mode == SubscriptionMode.Durable,
                     priority_level=self.opts.priority_level,
-                    start_message_id=_id_data(self.opts.start_message_id),
-                    start_message_id_inclusive=self.opts.start_message_id_inclusive,
+                    start_message_id=_id_data(start),
+                    start_message_id_inclusive=inclusive,
                     key_shared=_key_shared_meta(self.opts.key_shared_policy),
                 )
             )
         )
-        resp = await self._call.read()
+        resp = await call.read()
         if resp is grpc.aio.EOF:
             raise from_wire_or(None, f"the broker closed the consumer stream on {self.topic}")
         if resp.HasField("error"):
-            self._call.cancel()
+            call.cancel()
             raise from_wire(resp.error)
+        self._call = call
         self.name = resp.subscribed.consumer_name
         self.topic = resp.subscribed.topic
         await self._write(
             broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=self.opts.receiver_queue_size))
         )
+
+    async def start(self) -> None:
+        await self._open_stream()
+        self._started = True
         self._reader_task = self.loop.create_task(self._reader())
         if self._ack_timeouts is not None:
             self._ensure_redelivery_task()
@@ -321,45 +339,93 @@ class ConsumerEngine:
     async def _write(self, req: broker_pb2.ConsumerRequest) -> None:
         assert self._call is not None
         async with self._write_lock:
-            await self._call.write(req)
+            try:
+                await self._call.write(req)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # The call was cancelled to reconnect: the caller keeps its data.
+                raise ConnectError(f"the stream of consumer {self.name} was replaced") from None
 
     async def _reader(self) -> None:
-        assert self._call is not None
-        try:
-            while (resp := await self._call.read()) is not grpc.aio.EOF:
-                kind = resp.WhichOneof("response")
-                if kind == "deliveries":
-                    self._on_deliveries(resp.deliveries)
-                elif kind == "ack_error":
-                    log.warning(
-                        "%s: the broker refused an ack: %s", self.topic, resp.ack_error.message
-                    )
-                elif kind == "error":
-                    self._fail(from_wire(resp.error))
-                    return
-                elif kind in ("unsubscribed", "request_error", "seek_done", "last_message_id"):
-                    fut = self._request_result
-                    if fut is not None and not fut.done():
-                        if kind == "request_error":
-                            fut.set_exception(from_wire(resp.request_error))
-                        elif kind == "last_message_id":
-                            m = resp.last_message_id.message_id
-                            fut.set_result(MessageId(m.ledger_id, m.entry_id, self.partition))
-                        else:
-                            fut.set_result(None)
-                    elif kind == "request_error":
+        while not self.closed:
+            call = self._call
+            assert call is not None
+            why = "the broker closed the stream"
+            try:
+                while (resp := await call.read()) is not grpc.aio.EOF:
+                    kind = resp.WhichOneof("response")
+                    if kind == "deliveries":
+                        self._on_deliveries(resp.deliveries)
+                    elif kind == "ack_error":
                         log.warning(
-                            "%s: the broker refused a request: %s",
-                            self.topic,
-                            resp.request_error.message,
+                            "%s: the broker refused an ack: %s", self.topic, resp.ack_error.message
                         )
-            if not self.closed:
-                self._fail(from_wire_or(None, f"the broker closed consumer {self.name}"))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not self.closed:
-                self._fail(from_wire_or(exc, "the connection to the broker failed"))
+                    elif kind == "error":
+                        if resp.error.code not in RECONNECT_CODES:
+                            self._fail(from_wire(resp.error))
+                            return
+                        why = resp.error.message
+                        break
+                    elif kind in ("unsubscribed", "request_error", "seek_done", "last_message_id"):
+                        self._answer(kind, resp)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = f"the connection failed: {exc}"
+            if self.closed:
+                return
+            log.info("%s: consumer %s reconnects (%s)", self.topic, self.name, why)
+            if not await self._reconnect():
+                return
+
+    def _answer(self, kind: str, resp: broker_pb2.ConsumerResponse) -> None:
+        fut = self._request_result
+        if fut is not None and not fut.done():
+            if kind == "request_error":
+                fut.set_exception(from_wire(resp.request_error))
+            elif kind == "last_message_id":
+                m = resp.last_message_id.message_id
+                fut.set_result(MessageId(m.ledger_id, m.entry_id, self.partition))
+            else:
+                fut.set_result(None)
+        elif kind == "request_error":
+            log.warning(
+                "%s: the broker refused a request: %s", self.topic, resp.request_error.message
+            )
+
+    async def _reconnect(self) -> bool:
+        """Subscribe again where the topic is served now. Messages queued here
+        and not taken are dropped: the broker delivers them again."""
+        if self._call is not None:
+            self._call.cancel()
+        with self._arrived:
+            self._incoming.clear()
+            self._taken_since_flow = 0
+        delay = RECONNECT_BACKOFF_S[0]
+        self._reconnecting = True
+        try:
+            return await self._subscribe_again(delay)
+        finally:
+            self._reconnecting = False
+
+    async def _subscribe_again(self, delay: float) -> bool:
+        while not self.closed:
+            try:
+                await self._open_stream()
+                await self.flush_acks()
+                return True
+            except MagnetarError as exc:
+                if not isinstance(exc, RECONNECT_ERRORS):
+                    self._fail(exc)
+                    return False
+                log.debug("%s: reconnecting failed: %s", self.topic, exc)
+            except Exception as exc:
+                log.debug("%s: reconnecting failed: %s", self.topic, exc)
+            await asyncio.sleep(delay)  # a backoff timer between attempts
+            delay = min(delay * 2, RECONNECT_BACKOFF_S[1])
+        return False
 
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
         messages: list[Message] = []
@@ -681,7 +747,16 @@ class ConsumerEngine:
                 ack.entry_ids.append(cumulative[1])
                 await self._write(broker_pb2.ConsumerRequest(ack=ack))
         except Exception as exc:
-            log.warning("%s: sending acks failed: %s", self.topic, exc)
+            # Kept for the next flush (after a reconnection).
+            with self._lock:
+                self._individual[:0] = individual
+                if cumulative is not None and (
+                    self._cumulative is None or cumulative > self._cumulative
+                ):
+                    self._cumulative = cumulative
+                for pos, acked in batch_acks.items():
+                    self._batch_acks.setdefault(pos, (acked[0], set()))[1].update(acked[1])
+            log.debug("%s: sending acks failed (%s); kept for the next flush", self.topic, exc)
 
     def negative_acknowledge(self, target: Message | MessageId) -> None:
         """Have this message delivered again after the nack delay (its whole
@@ -823,7 +898,9 @@ class ConsumerEngine:
             return
         await self.flush_acks()
         self.closed = True
-        if self._call is not None:
+        if self._reconnecting and self._reader_task is not None:
+            self._reader_task.cancel()  # nothing to say goodbye to
+        elif self._call is not None:
             try:
                 await self._write(broker_pb2.ConsumerRequest(close=broker_pb2.CloseConsumer()))
                 await self._call.done_writing()
@@ -851,6 +928,10 @@ def _skip_acked(messages: list[Message], mask: int) -> list[Message]:
             continue
         kept.append(m)
     return kept
+
+
+# Failures while subscribing again that mean "try again in a moment".
+RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
 
 
 def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:

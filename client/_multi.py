@@ -136,15 +136,15 @@ class PartitionedProducerEngine:
         name = TopicName.parse(self.topic)
         for i in range(self.partitions):
             partition = name.partition(i).full_name
-            self.engines.append(
-                ProducerEngine(
-                    await self.resolver(partition),
-                    partition,
-                    dataclasses.replace(self.opts),
-                    self.loop,
-                    i,
-                )
+            engine = ProducerEngine(
+                await self.resolver(partition),
+                partition,
+                dataclasses.replace(self.opts),
+                self.loop,
+                i,
             )
+            engine.resolver = self.resolver
+            self.engines.append(engine)
         try:
             await asyncio.gather(*(e.start() for e in self.engines))
         except BaseException:

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from client._connection import Connection, call_in_loop
+from client._connection import Connection, Resolver, call_in_loop
 from client.compression import wire_type
 from client.enums import (
     BatchingType,
@@ -35,15 +35,18 @@ from client.enums import (
 )
 from client.exceptions import (
     AlreadyClosed,
+    ConnectError,
     InvalidConfiguration,
     MagnetarError,
     MessageTooBig,
+    ProducerBusy,
     ProducerQueueIsFull,
+    ServiceUnitNotReady,
     Timeout,
     from_wire,
 )
 from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
-from protos import broker_pb2
+from protos import broker_pb2, common_pb2
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
@@ -155,6 +158,24 @@ def group_by_key(messages: list[PendingMessage]) -> list[list[PendingMessage]]:
     return list(groups.values())
 
 
+def _send_request(batches: list[_Batch]) -> broker_pb2.ProducerRequest:
+    req = broker_pb2.ProducerRequest()
+    send = req.send
+    for b in batches:
+        send.sequence_ids.append(b.sequence_id)
+        send.num_messages.append(max(b.num_messages, 1))
+        send.entries.append(b.entry)
+    return req
+
+
+# Broker answers that mean "this topic is (now) served elsewhere, or will be
+# in a moment": reconnect through a lookup instead of failing.
+RECONNECT_CODES = (common_pb2.SERVICE_NOT_READY, common_pb2.NOT_OWNER)
+RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy)
+RECONNECT_BACKOFF_S = (0.1, 2.0)
+CLOSE_TIMEOUT_S = 2.0  # how long close() waits for the broker to hear it
+
+
 class ProducerEngine:
     def __init__(
         self,
@@ -191,28 +212,40 @@ class ProducerEngine:
         self._tasks: list[asyncio.Task] = []
         self._drained = asyncio.Event()
         self._drained.set()
+        # Reconnection: the broker serving the topic, looked up again.
+        self.resolver: Resolver | None = None
+        self._started = False
+        self._connected = asyncio.Event()
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
+    async def _open_stream(self) -> broker_pb2.ProducerCreated:
+        """A stream with this producer created on it (at start and after a
+        reconnection, when the topic is looked up again)."""
+        if self.resolver is not None and self._started:
+            self.connection = await self.resolver(self.topic)
         await self.connection.ensure_ready()
-        self._call = self.connection.stub.Produce()
-        await self._call.write(
+        call = self.connection.stub.Produce()
+        await call.write(
             broker_pb2.ProducerRequest(
                 create=broker_pb2.CreateProducer(
                     topic=self.topic,
-                    producer_name=self.opts.producer_name or "",
+                    producer_name=self.name or self.opts.producer_name or "",
                     access_mode=int(self.opts.access_mode),  # type: ignore[arg-type]
                 )
             )
         )
-        resp = await self._call.read()
+        resp = await call.read()
         if resp is grpc.aio.EOF:
             raise from_wire_or(None, f"the broker closed the producer stream on {self.topic}")
         if resp.HasField("error"):
-            self._call.cancel()
+            call.cancel()
             raise from_wire(resp.error)
-        created = resp.created
+        self._call = call
+        return resp.created
+
+    async def start(self) -> None:
+        created = await self._open_stream()
         self.name = created.producer_name
         self.max_message_size = created.max_message_size
         self.topic = created.topic
@@ -222,6 +255,8 @@ class ProducerEngine:
         elif created.last_sequence_id >= 0:
             self._next_seq = created.last_sequence_id + 1
             self._last_seq_published = created.last_sequence_id
+        self._started = True
+        self._connected.set()
         self._tasks = [
             self.loop.create_task(self._writer()),
             self.loop.create_task(self._reader()),
@@ -233,22 +268,27 @@ class ProducerEngine:
         if self.closed:
             return
         try:
-            await self.flush()
+            # While reconnecting there is no broker to flush to: what is
+            # pending fails with AlreadyClosed below instead of waiting.
+            if self.failure is None and self._connected.is_set():
+                await self.flush()
         finally:
             self.closed = True
             with self._space:
                 self._space.notify_all()
-            if self._call is not None:
-                try:
-                    await self._call.write(
-                        broker_pb2.ProducerRequest(close=broker_pb2.CloseProducer())
-                    )
-                    await self._call.done_writing()
-                except Exception:
-                    pass
             for task in self._tasks:
-                task.cancel()
+                task.cancel()  # also a reconnection in progress
+            if self._call is not None and self._connected.is_set():
+                try:
+                    await asyncio.wait_for(self._say_goodbye(self._call), CLOSE_TIMEOUT_S)
+                except Exception:
+                    pass  # the broker drops the producer with the stream anyway
             self._fail_all(AlreadyClosed(f"producer {self.name} on {self.topic} is closed"))
+
+    @staticmethod
+    async def _say_goodbye(call: grpc.aio.StreamStreamCall) -> None:
+        await call.write(broker_pb2.ProducerRequest(close=broker_pb2.CloseProducer()))
+        await call.done_writing()
 
     @property
     def last_sequence_id(self) -> int:
@@ -408,58 +448,90 @@ class ProducerEngine:
     # ------------------------------------------------------------ loop side
 
     async def _writer(self) -> None:
-        assert self._call is not None
         while True:
             await self._wake.wait()
             self._wake.clear()
+            await self._connected.wait()
             with self._lock:
                 self._kicked = False
                 batches = list(self._ready)
                 self._ready.clear()
             if not batches:
                 continue
-            req = broker_pb2.ProducerRequest()
-            send = req.send
             now = time.monotonic()
             for b in batches:
                 b.sent_at = now
-                send.sequence_ids.append(b.sequence_id)
-                send.num_messages.append(max(b.num_messages, 1))
-                send.entries.append(b.entry)
                 self._inflight.append(b)
             try:
-                await self._call.write(req)
+                assert self._call is not None
+                await self._call.write(_send_request(batches))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the producer is closing
+                # The reader cancelled the broken call to reconnect: resent then.
             except Exception as exc:
-                self._fail_all(from_wire_or(exc, "sending to the broker failed"))
-                return
+                # The stream broke: the reader reconnects and sends them again.
+                log.debug("%s: sending failed (%s); resent after reconnecting", self.topic, exc)
 
     async def _reader(self) -> None:
-        assert self._call is not None
-        try:
-            while (resp := await self._call.read()) is not grpc.aio.EOF:
-                kind = resp.WhichOneof("response")
-                if kind == "receipts":
-                    r = resp.receipts
-                    for seq, ledger_id, entry_id in zip(
-                        r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
-                    ):
-                        self._complete(seq, ledger_id, entry_id, None)
-                elif kind == "send_error":
-                    self._complete(
-                        resp.send_error.sequence_id, -1, -1, from_wire(resp.send_error.error)
-                    )
-                elif kind == "error":
-                    self._fail_all(from_wire(resp.error))
+        while not self.closed and self.failure is None:
+            call = self._call
+            assert call is not None
+            why = "the broker closed the stream"
+            try:
+                while (resp := await call.read()) is not grpc.aio.EOF:
+                    kind = resp.WhichOneof("response")
+                    if kind == "receipts":
+                        r = resp.receipts
+                        for seq, ledger_id, entry_id in zip(
+                            r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
+                        ):
+                            self._complete(seq, ledger_id, entry_id, None)
+                    elif kind == "send_error":
+                        self._complete(
+                            resp.send_error.sequence_id, -1, -1, from_wire(resp.send_error.error)
+                        )
+                    elif kind == "error":
+                        if resp.error.code not in RECONNECT_CODES:
+                            self._fail_all(from_wire(resp.error))
+                            return
+                        why = resp.error.message
+                        break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = f"the connection failed: {exc}"
+            if self.closed or self.failure is not None:
+                return
+            log.info("%s: producer %s reconnects (%s)", self.topic, self.name, why)
+            await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        """Look the topic up again, recreate the producer, resend what has no
+        receipt yet; retried with backoff until it works, the producer is
+        closed, or its sends time out."""
+        self._connected.clear()
+        if self._call is not None:
+            self._call.cancel()
+        delay = RECONNECT_BACKOFF_S[0]
+        while not self.closed and self.failure is None:
+            try:
+                await self._open_stream()
+                if self._inflight:
+                    await self._call.write(_send_request(list(self._inflight)))  # type: ignore[union-attr]
+                break
+            except MagnetarError as exc:
+                if not isinstance(exc, RECONNECT_ERRORS):
+                    self._fail_all(exc)
                     return
-            if not self.closed:
-                self._fail_all(
-                    from_wire_or(None, f"the broker closed producer {self.name} on {self.topic}")
-                )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not self.closed:
-                self._fail_all(from_wire_or(exc, "the connection to the broker failed"))
+                log.debug("%s: reconnecting failed: %s", self.topic, exc)
+            except Exception as exc:
+                log.debug("%s: reconnecting failed: %s", self.topic, exc)
+            await asyncio.sleep(delay)  # a backoff timer between attempts
+            delay = min(delay * 2, RECONNECT_BACKOFF_S[1])
+        self._connected.set()
+        self._wake.set()
 
     def _complete(self, seq: int, ledger_id: int, entry_id: int, exc: MagnetarError | None) -> None:
         if not self._inflight or self._inflight[0].sequence_id != seq:

@@ -120,6 +120,12 @@ class _Namespaces:
     def __init__(self, admin: Admin) -> None:
         self._admin = admin
 
+    def unload(self, namespace: str, bundle: str | None = None) -> dict[str, Any]:
+        """Release ``bundle`` (or every bundle) of ``namespace`` from its owner."""
+        return self._admin._json(
+            "Unload", broker_pb2.UnloadRequest(namespace=namespace, bundle=bundle or "")
+        )
+
     def bundles(self, namespace: str) -> dict[str, Any]:
         """``{"namespace", "bundles": [{"bundle", "state", "owner"}]}``."""
         return self._admin._json(

@@ -379,6 +379,8 @@ class Client:
             if n
             else ProducerEngine(await self._owner(name), name, opts, loop)
         )
+        if isinstance(engine, ProducerEngine):
+            engine.resolver = self._owner
         if opts.access_mode == ProducerAccessMode.WaitForExclusive:
             await engine.start()  # pending until this producer is the only one
         else:
@@ -550,6 +552,7 @@ class Client:
             await self._start_multi(multi, [name])
             return Reader(multi, timeout)
         engine = ConsumerEngine(await self._owner(name), name, subscription, opts, loop)
+        engine.resolver = self._owner
         await asyncio.wait_for(engine.start(), timeout)
         self._consumers.append(engine)
         return Reader(engine, timeout)

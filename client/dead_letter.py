@@ -79,6 +79,7 @@ class DeadLetterPublisher:
                     ProducerOptions(producer_name=self.producer_name, batching_enabled=False),
                     self.loop,
                 )
+                producer.resolver = self.resolver
                 await producer.start()
                 self._producer = producer
             return self._producer

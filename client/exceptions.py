@@ -166,6 +166,7 @@ _WIRE: dict[int, type[MagnetarError]] = {
     common_pb2.PRODUCER_BUSY: ProducerBusy,
     common_pb2.PRODUCER_FENCED: ProducerFenced,
     common_pb2.CONSUMER_ASSIGN_ERROR: ConsumerAssignError,
+    common_pb2.NOT_OWNER: ServiceUnitNotReady,
     common_pb2.TOPIC_NOT_FOUND: TopicNotFound,
     common_pb2.SUBSCRIPTION_NOT_FOUND: SubscriptionNotFound,
     common_pb2.NOT_ALLOWED: NotAllowedError,

@@ -360,6 +360,14 @@ class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class UnloadRequest(_message.Message):
+    __slots__ = ("namespace", "bundle")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    bundle: str
+    def __init__(self, namespace: _Optional[str] = ..., bundle: _Optional[str] = ...) -> None: ...
+
 class ListBrokersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -320,6 +320,11 @@ class BrokerAdminStub:
                 request_serializer=protos_dot_broker__pb2.NamespaceBundlesRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.Unload = channel.unary_unary(
+                '/magnetar.BrokerAdmin/Unload',
+                request_serializer=protos_dot_broker__pb2.UnloadRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -376,6 +381,14 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Unload(self, request, context):
+        """namespaces unload: release a bundle (or every bundle of the namespace)
+        from its owner; the next lookup places it, elsewhere when possible.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -412,6 +425,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'NamespaceBundles': grpc.unary_unary_rpc_method_handler(
                     servicer.NamespaceBundles,
                     request_deserializer=protos_dot_broker__pb2.NamespaceBundlesRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'Unload': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unload,
+                    request_deserializer=protos_dot_broker__pb2.UnloadRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -605,6 +623,33 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/NamespaceBundles',
             protos_dot_broker__pb2.NamespaceBundlesRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/Unload',
+            protos_dot_broker__pb2.UnloadRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,
