@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 import grpc
 
-from client.exceptions import ConnectError, InvalidUrl, from_wire
+from client.exceptions import ConnectError, InvalidUrl, MagnetarError, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
 from protos import broker_pb2, broker_pb2_grpc, common_pb2, serving
+
+log = logging.getLogger(__name__)
 
 
 def parse_service_url(url: str) -> list[str]:
@@ -159,3 +162,33 @@ class Connections:
 
 # The connection to the broker serving a topic.
 Resolver = Callable[[str], Awaitable[Connection]]
+
+
+RECONNECT_BACKOFF_S = (0.1, 2.0)  # first and largest wait between reconnection attempts
+
+
+async def retry_with_backoff(
+    attempt: Callable[[], Awaitable[None]],
+    retryable: tuple[type[BaseException], ...],
+    stopped: Callable[[], bool],
+    on_fatal: Callable[[BaseException], None],
+    what: str,
+) -> bool:
+    """Run ``attempt`` until it succeeds (True), ``stopped()`` (False), or it
+    fails with a typed error that is not ``retryable`` (``on_fatal``, False);
+    other failures (broken connections) are retried, with backoff."""
+    delay = RECONNECT_BACKOFF_S[0]
+    while not stopped():
+        try:
+            await attempt()
+            return True
+        except retryable as exc:
+            log.debug("%s failed: %s; retrying", what, exc)
+        except MagnetarError as exc:
+            on_fatal(exc)
+            return False
+        except Exception as exc:
+            log.debug("%s failed: %s; retrying", what, exc)
+        await asyncio.sleep(delay)  # a backoff timer between attempts
+        delay = min(delay * 2, RECONNECT_BACKOFF_S[1])
+    return False

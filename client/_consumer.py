@@ -23,8 +23,8 @@ from typing import Any
 
 import grpc
 
-from client._connection import Connection, Resolver, call_in_loop
-from client._producer import RECONNECT_BACKOFF_S, RECONNECT_CODES, from_wire_or
+from client._connection import Connection, Resolver, call_in_loop, retry_with_backoff
+from client._producer import RECONNECT_CODES, from_wire_or
 from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
@@ -403,29 +403,22 @@ class ConsumerEngine:
         with self._arrived:
             self._incoming.clear()
             self._taken_since_flow = 0
-        delay = RECONNECT_BACKOFF_S[0]
+
+        async def attempt() -> None:
+            await self._open_stream()
+            await self.flush_acks()
+
         self._reconnecting = True
         try:
-            return await self._subscribe_again(delay)
+            return await retry_with_backoff(
+                attempt,
+                RECONNECT_ERRORS,
+                lambda: self.closed,
+                lambda exc: self._fail(from_wire_or(exc, "reconnecting failed")),
+                f"reconnecting consumer {self.name} on {self.topic}",
+            )
         finally:
             self._reconnecting = False
-
-    async def _subscribe_again(self, delay: float) -> bool:
-        while not self.closed:
-            try:
-                await self._open_stream()
-                await self.flush_acks()
-                return True
-            except MagnetarError as exc:
-                if not isinstance(exc, RECONNECT_ERRORS):
-                    self._fail(exc)
-                    return False
-                log.debug("%s: reconnecting failed: %s", self.topic, exc)
-            except Exception as exc:
-                log.debug("%s: reconnecting failed: %s", self.topic, exc)
-            await asyncio.sleep(delay)  # a backoff timer between attempts
-            delay = min(delay * 2, RECONNECT_BACKOFF_S[1])
-        return False
 
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
         messages: list[Message] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from client._connection import Connection, Resolver, call_in_loop
+from client._connection import Connection, Resolver, call_in_loop, retry_with_backoff
 from client.compression import wire_type
 from client.enums import (
     BatchingType,
@@ -172,7 +172,6 @@ def _send_request(batches: list[_Batch]) -> broker_pb2.ProducerRequest:
 # in a moment": reconnect through a lookup instead of failing.
 RECONNECT_CODES = (common_pb2.SERVICE_NOT_READY, common_pb2.NOT_OWNER)
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy)
-RECONNECT_BACKOFF_S = (0.1, 2.0)
 CLOSE_TIMEOUT_S = 2.0  # how long close() waits for the broker to hear it
 
 
@@ -514,22 +513,19 @@ class ProducerEngine:
         self._connected.clear()
         if self._call is not None:
             self._call.cancel()
-        delay = RECONNECT_BACKOFF_S[0]
-        while not self.closed and self.failure is None:
-            try:
-                await self._open_stream()
-                if self._inflight:
-                    await self._call.write(_send_request(list(self._inflight)))  # type: ignore[union-attr]
-                break
-            except MagnetarError as exc:
-                if not isinstance(exc, RECONNECT_ERRORS):
-                    self._fail_all(exc)
-                    return
-                log.debug("%s: reconnecting failed: %s", self.topic, exc)
-            except Exception as exc:
-                log.debug("%s: reconnecting failed: %s", self.topic, exc)
-            await asyncio.sleep(delay)  # a backoff timer between attempts
-            delay = min(delay * 2, RECONNECT_BACKOFF_S[1])
+
+        async def attempt() -> None:
+            await self._open_stream()
+            if self._inflight:
+                await self._call.write(_send_request(list(self._inflight)))  # type: ignore[union-attr]
+
+        await retry_with_backoff(
+            attempt,
+            RECONNECT_ERRORS,
+            lambda: self.closed or self.failure is not None,
+            lambda exc: self._fail_all(from_wire_or(exc, "reconnecting failed")),
+            f"reconnecting producer {self.name} on {self.topic}",
+        )
         self._connected.set()
         self._wake.set()
 

@@ -97,6 +97,15 @@ def _owner(admin: Admin) -> str:
     return str(admin.topics.lookup(TOPIC)["brokerUrl"])
 
 
+def _put_on_broker_a(urls: dict[str, str]) -> None:
+    """Make broker-a own the topic: an unload never hands a bundle straight
+    back to the broker that gave it up."""
+    with Admin(urls["broker-a"]) as admin:
+        if _owner(admin) != urls["broker-a"]:
+            admin.namespaces.unload("public/default", BUNDLE)
+        assert _owner(admin) == urls["broker-a"]
+
+
 def _check(traffic: Traffic) -> None:
     assert not traffic.errors, traffic.errors
     assert len(traffic.acked) > 20, "the producer barely ran"
@@ -133,12 +142,7 @@ def test_an_unloaded_bundle_moves_to_the_other_broker_without_errors(two_brokers
 
 def test_a_broker_stopped_with_sigterm_hands_its_bundles_over(two_brokers):
     cluster, urls = two_brokers
-    with Admin(urls["broker-a"]) as admin:
-        # Put the topic on broker-a, the one to stop: an unload never hands a
-        # bundle straight back to the broker that gave it up.
-        if _owner(admin) != urls["broker-a"]:
-            admin.namespaces.unload("public/default", BUNDLE)
-        assert _owner(admin) == urls["broker-a"]
+    _put_on_broker_a(urls)  # the one to stop
     traffic = Traffic(urls["broker-b"])
     wait_for(lambda: len(traffic.received) > 20, 20, "traffic to flow")
     stop_process(cluster.brokers.pop("broker-a"))  # SIGTERM: unload first, then stop
@@ -154,10 +158,7 @@ def test_a_broker_stopped_with_sigterm_hands_its_bundles_over(two_brokers):
 
 def test_clients_follow_a_bundle_when_its_owner_is_killed(two_brokers):
     cluster, urls = two_brokers
-    with Admin(urls["broker-a"]) as admin:
-        if _owner(admin) != urls["broker-a"]:
-            admin.namespaces.unload("public/default", BUNDLE)
-        assert _owner(admin) == urls["broker-a"]
+    _put_on_broker_a(urls)  # the one to kill
     traffic = Traffic(urls["broker-b"])
     wait_for(lambda: len(traffic.received) > 20, 20, "traffic to flow")
     cluster.kill9_broker("broker-a")
