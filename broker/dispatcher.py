@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedDict, SortedSet
@@ -61,32 +62,29 @@ log = logging.getLogger(__name__)
 Position = tuple[int, int]
 
 
-def messages_in(data: bytes) -> int:
-    try:
-        return num_messages(parse_metadata(data))
-    except CorruptedEntryError:
-        return 1
+@dataclass(frozen=True, slots=True)
+class EntryFacts:
+    """What dispatch needs from an entry's metadata, parsed once."""
+
+    messages: int
+    deliver_at_ms: int  # 0: at once
+    key: bytes  # Key_Shared sticky key (its first message's)
+
+    @property
+    def slot(self) -> int:
+        return slot_of(self.key)
 
 
-def deliver_at_of(data: bytes) -> int:
-    """An entry's deliver-at time in epoch ms (0: at once)."""
-    try:
-        return int(parse_metadata(data).deliver_at_time)
-    except CorruptedEntryError:
-        return 0
-
-
-def slot_and_messages(data: bytes) -> tuple[int, int]:
-    """Key_Shared slot of an entry (its first message's key) and its message count."""
+def entry_facts(data: bytes) -> EntryFacts:
     try:
         meta = parse_metadata(data)
     except CorruptedEntryError:
-        return slot_of(sticky_key(None, None)), 1
+        return EntryFacts(1, 0, sticky_key(None, None))
     key = sticky_key(
         meta.ordering_key if meta.HasField("ordering_key") else None,
         meta.partition_key if meta.HasField("partition_key") else None,
     )
-    return slot_of(key), num_messages(meta)
+    return EntryFacts(num_messages(meta), int(meta.deliver_at_time), key)
 
 
 class Dispatcher:
@@ -114,11 +112,10 @@ class Dispatcher:
     def _can_read_more(self) -> bool:
         return self.delayed is None or not self.delayed.full
 
-    def _hold_if_delayed(self, pos: Position, data: bytes, payload: object = None) -> bool:
+    def _hold_if_delayed(self, pos: Position, deliver_at: int, payload: object = None) -> bool:
         """Keep an entry whose deliver-at time has not come; True if kept."""
         if self.delayed is None:
             return False
-        deliver_at = deliver_at_of(data)
         if not self.delayed.is_delayed(deliver_at, int(time.time() * 1000)):
             return False
         self.delayed.add(pos, deliver_at, payload)
@@ -350,7 +347,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             cursor.read_position = ledger.next_position(pos)
             if cursor.is_acked(pos):
                 continue
-            batch.append((pos, data, messages_in(data)))
+            batch.append((pos, data, entry_facts(data).messages))
         if batch:
             self._send(consumer, batch)
         return True
@@ -403,14 +400,14 @@ class SharedDispatcher(Dispatcher):
         budget = min(self.max_entries, sum(c.permits for c in ready), self._allowance())
         if budget <= 0:
             return False
-        entries: list[tuple[Position, bytes]] = []
+        entries: list[tuple[Position, bytes, int]] = []  # (position, entry, messages)
         while self.redeliver and len(entries) < budget:
             pos = self.redeliver.pop(0)
             if cursor.is_acked(pos):
                 continue
             got = await ledger.read_entries(pos, 1, self.max_bytes)
             if got and got[0][0] == pos:
-                entries.append(got[0])
+                entries.append((pos, got[0][1], entry_facts(got[0][1]).messages))
         fresh: list[tuple[Position, bytes]] = []
         if (
             len(entries) < budget
@@ -422,19 +419,21 @@ class SharedDispatcher(Dispatcher):
             )
             for pos, data in fresh:
                 cursor.read_position = ledger.next_position(pos)
-                if not cursor.is_acked(pos) and not self._hold_if_delayed(pos, data):
-                    entries.append((pos, data))
+                if cursor.is_acked(pos):
+                    continue
+                facts = entry_facts(data)
+                if not self._hold_if_delayed(pos, facts.deliver_at_ms):
+                    entries.append((pos, data, facts.messages))
         if not entries:
             return bool(fresh)  # all delayed (or acked): read on
         per_consumer: dict[int, tuple[Consumer, list[tuple[Position, bytes, int]]]] = {}
         leftovers = []
-        for pos, data in entries:
+        for pos, data, n in entries:
             ready = [c for c in self._ready_consumers() if self._allowance(c) > 0]
             if not ready or self._subscription_blocked():
                 leftovers.append(pos)
                 continue
             consumer = self._pick(ready)
-            n = messages_in(data)
             per_consumer.setdefault(consumer.id, (consumer, []))[1].append((pos, data, n))
             consumer.permits -= n  # reserve; _send charges the real count below
             consumer.unacked += n
@@ -598,8 +597,9 @@ class KeySharedDispatcher(Dispatcher):
         for pos, entry in fresh:
             if cursor.is_acked(pos):
                 continue
-            slot, n = slot_and_messages(entry)
-            if self._hold_if_delayed(pos, entry, (slot, n)):
+            facts = entry_facts(entry)
+            slot, n = facts.slot, facts.messages
+            if self._hold_if_delayed(pos, facts.deliver_at_ms, (slot, n)):
                 continue
             if not place(pos, slot, n, entry):
                 self.replay[pos] = (slot, n)
@@ -632,13 +632,13 @@ class NonPersistentDispatcher(Dispatcher):
         if self.selector is not None:
             self.selector.add(consumer, consumer.name, ranges)
 
-    def _pick(self, slot: int) -> Consumer | None:
+    def _pick(self, facts: EntryFacts) -> Consumer | None:
         live = [c for c in self.sub.consumers if not c.closed and c.permits > 0]
         if not live:
             return None
         if self.sub_type == broker_pb2.KEY_SHARED:
             assert self.selector is not None
-            chosen = self.selector.select(slot)
+            chosen = self.selector.select(facts.slot)
             return chosen if chosen in live else None
         if self.sub_type == broker_pb2.SHARED:
             best = min(c.priority_level for c in live)
@@ -648,8 +648,9 @@ class NonPersistentDispatcher(Dispatcher):
         active = self.sub.active_consumer()
         return active if active in live else None
 
-    def dispatch_entry(self, pos: Position, entry: bytes, messages: int, slot: int) -> None:
-        consumer = self._pick(slot)
+    def dispatch_entry(self, pos: Position, entry: bytes, facts: EntryFacts) -> None:
+        messages = facts.messages
+        consumer = self._pick(facts)
         if consumer is None:
             self.dropped.add(messages, len(entry))
             return

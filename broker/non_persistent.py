@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from broker.dispatcher import NonPersistentDispatcher, slot_and_messages
+from broker.dispatcher import NonPersistentDispatcher, entry_facts
 from broker.managed_ledger import ManagedCursor
 from broker.settings import BrokerSettings
 from broker.topic import Subscription, TopicBase
@@ -65,11 +65,11 @@ class NonPersistentTopic(TopicBase):
 
     def publish(self, entry: bytes) -> asyncio.Future:
         pos = (NON_PERSISTENT_LEDGER_ID, next(self._entry_ids))
-        slot, messages = slot_and_messages(entry)
+        facts = entry_facts(entry)
         for sub in list(self.subscriptions.values()):
             dispatcher = sub.dispatcher
             assert isinstance(dispatcher, NonPersistentDispatcher)
-            dispatcher.dispatch_entry(pos, entry, messages, slot)
+            dispatcher.dispatch_entry(pos, entry, facts)
         self._last = pos
         done: asyncio.Future = asyncio.get_running_loop().create_future()
         done.set_result(pos)

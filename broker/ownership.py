@@ -110,29 +110,26 @@ class Ownership:
         return answer
 
     async def _lookup(self, key: str, bundle: BundleRange, authoritative: bool) -> tuple[str, bool]:
-        owner = await self._owner(key)
+        owner, version, last_owner = await self._read(key)
         if owner is not None:
             if owner == self.address:
                 self.owned[key] = bundle
             return owner, False
         if not authoritative:
-            candidate = await self.candidate(avoid=await self._last_owner(key))
+            candidate = await self.candidate(avoid=last_owner)
             if candidate is not None and candidate != self.address:
                 return candidate, True
-        return await self._acquire(key, bundle), False
+        return await self._acquire(key, bundle, version), False
 
-    async def _last_owner(self, key: str) -> str | None:
-        stat = await self.metastore.get(key)
-        return BundleRecord.decode(stat.value).broker if stat is not None else None
-
-    async def _owner(self, key: str) -> str | None:
-        """The owning broker; None when the bundle is free (or has no record)."""
+    async def _read(self, key: str) -> tuple[str | None, int, str | None]:
+        """(owning broker or None, the version a new owner creates against,
+        the last owner of a free bundle)."""
         stat = await self.metastore.get(key)
         if stat is None:
-            return None
+            return None, -1, None
         record = BundleRecord.decode(stat.value)
         if record.state == BundleState.FREE:
-            return None
+            return None, stat.version, record.broker
         mine = self.session.id if self.session is not None else 0
         if stat.session_id != mine and (
             record.broker == self.address or self.settings.take_over_stale_bundles
@@ -147,29 +144,26 @@ class Ownership:
             except MagnetarServerError as exc:
                 if exc.code != common_pb2.BAD_VERSION:
                     raise
-            return await self._owner(key)
+            return await self._read(key)
         if record.state != BundleState.OWNED:
             raise MagnetarServerError(
                 f"bundle {key} is {record.state.value}; retry the lookup",
                 common_pb2.SERVICE_NOT_READY,
             )
-        return record.broker
+        return record.broker, -1, None
 
-    async def _acquire(self, key: str, bundle: BundleRange) -> str:
+    async def _acquire(self, key: str, bundle: BundleRange, expected_version: int) -> str:
+        """Create the owned record (over a free one at ``expected_version``)."""
         assert self.session is not None, "the broker has no metastore session yet"
         record = BundleRecord(BundleState.OWNED, self.address)
-        stat = await self.metastore.get(key)  # absent, or free after an unload
-        expected = -1 if stat is None else stat.version
-        if stat is not None and BundleRecord.decode(stat.value).state != BundleState.FREE:
-            expected = -1  # someone owns it by now: the create fails and we read them
         try:
             await self.metastore.put(
-                key, record.encode(), expected_version=expected, session_id=self.session.id
+                key, record.encode(), expected_version=expected_version, session_id=self.session.id
             )
         except MagnetarServerError as exc:
             if exc.code != common_pb2.BAD_VERSION:
                 raise
-            owner = await self._owner(key)  # another broker won the race
+            owner, _, _ = await self._read(key)  # another broker won the race
             if owner is None:
                 raise MagnetarServerError(
                     f"bundle {key} changed hands during the lookup; retry",

@@ -291,14 +291,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         through a lookup), then the bundle is free for the next lookup."""
 
         async def close_topics() -> None:
-            for topic in list(self.topics.values()):
-                if (await self.ownership.bundle_of(topic.name))[0] != key:
-                    continue
-                self.topics.pop(topic.name.full_name, None)
-                try:
-                    await topic.close()
-                except Exception:
-                    log.exception("closing %s", topic.name)
+            await self._close_topics(
+                [
+                    topic
+                    for topic in list(self.topics.values())
+                    if (await self.ownership.bundle_of(topic.name))[0] == key
+                ]
+            )
 
         await self.ownership.release(key, close_topics)
 
@@ -312,10 +311,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def drop_all_topics(self, why: str) -> None:
         """Close every topic (clients reconnect through a lookup)."""
-        topics = list(self.topics.values())
-        if topics:
-            log.warning("closing %d topics: %s", len(topics), why)
-        self.topics.clear()
+        if self.topics:
+            log.warning("closing %d topics: %s", len(self.topics), why)
+        await self._close_topics(list(self.topics.values()))
+
+    async def _close_topics(self, topics: list[TopicBase]) -> None:
+        """Stop serving these topics (no longer found, then closed)."""
+        for topic in topics:
+            if self.topics.get(topic.name.full_name) is topic:
+                del self.topics[topic.name.full_name]
         for topic in topics:
             try:
                 await topic.close()
@@ -396,12 +400,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def close_all(self) -> None:
         self.closing = True
-        for topic in list(self.topics.values()):
-            try:
-                await topic.close()
-            except Exception:
-                log.exception("closing %s", topic.name)
-        self.topics.clear()
+        await self._close_topics(list(self.topics.values()))
 
     # ---------------------------------------------------------------- producers
 

@@ -165,6 +165,9 @@ Resolver = Callable[[str], Awaitable[Connection]]
 
 
 RECONNECT_BACKOFF_S = (0.1, 2.0)  # first and largest wait between reconnection attempts
+# Broker answers that mean "this topic is (now) served elsewhere, or will be
+# in a moment": reconnect through a lookup instead of failing.
+RECONNECT_CODES = (common_pb2.SERVICE_NOT_READY, common_pb2.NOT_OWNER)
 
 
 async def retry_with_backoff(

@@ -23,8 +23,14 @@ from typing import Any
 
 import grpc
 
-from client._connection import Connection, Resolver, call_in_loop, retry_with_backoff
-from client._producer import RECONNECT_CODES, from_wire_or
+from client._connection import (
+    RECONNECT_CODES,
+    Connection,
+    Resolver,
+    call_in_loop,
+    retry_with_backoff,
+)
+from client._producer import from_wire_or
 from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
@@ -554,11 +560,16 @@ class ConsumerEngine:
         if n <= 0:
             return
         with self._lock:
-            self._taken_since_flow += n
-            if self._taken_since_flow < max(1, self.opts.receiver_queue_size // 2):
-                return
-            permits, self._taken_since_flow = self._taken_since_flow, 0
-        self.loop.create_task(self._send_flow(permits))
+            self._permits_used_locked(n)
+
+    def _permits_used_locked(self, n: int) -> None:
+        """Count ``n`` messages out of the queue; once half of it is out, the
+        permits go back to the broker in one Flow."""
+        self._taken_since_flow += n
+        if self._taken_since_flow < max(1, self.opts.receiver_queue_size // 2):
+            return
+        permits, self._taken_since_flow = self._taken_since_flow, 0
+        call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failure = exc
@@ -590,10 +601,7 @@ class ConsumerEngine:
             backoff = self.opts.ack_timeout_redelivery_backoff
             extra_s = backoff.next(msg.redelivery_count()) / 1000 if backoff else 0.0
             self._ack_timeouts.taken(msg.message_id().position, time.monotonic(), extra_s)
-        self._taken_since_flow += 1
-        if self._taken_since_flow >= max(1, self.opts.receiver_queue_size // 2):
-            permits, self._taken_since_flow = self._taken_since_flow, 0
-            call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
+        self._permits_used_locked(1)
         return msg
 
     async def _send_flow(self, permits: int) -> None:

@@ -24,7 +24,13 @@ from typing import Any
 
 import grpc
 
-from client._connection import Connection, Resolver, call_in_loop, retry_with_backoff
+from client._connection import (
+    RECONNECT_CODES,
+    Connection,
+    Resolver,
+    call_in_loop,
+    retry_with_backoff,
+)
 from client.compression import wire_type
 from client.enums import (
     BatchingType,
@@ -46,7 +52,7 @@ from client.exceptions import (
     from_wire,
 )
 from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
-from protos import broker_pb2, common_pb2
+from protos import broker_pb2
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
@@ -168,9 +174,6 @@ def _send_request(batches: list[_Batch]) -> broker_pb2.ProducerRequest:
     return req
 
 
-# Broker answers that mean "this topic is (now) served elsewhere, or will be
-# in a moment": reconnect through a lookup instead of failing.
-RECONNECT_CODES = (common_pb2.SERVICE_NOT_READY, common_pb2.NOT_OWNER)
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy)
 CLOSE_TIMEOUT_S = 2.0  # how long close() waits for the broker to hear it
 

@@ -16,7 +16,8 @@ from typing import Any
 import grpc
 
 from client._connection import parse_service_url
-from client.exceptions import ConnectError, from_wire
+from client.exceptions import ConnectError, InvalidConfiguration, from_wire
+from client.exceptions import LookupError as MagnetarLookupError
 from protos import broker_pb2, broker_pb2_grpc, serving
 
 
@@ -33,8 +34,6 @@ class _Topics:
     def create_partitioned_topic(self, topic: str, partitions: int) -> dict[str, Any]:
         """Create ``topic`` with ``partitions`` partitions (``<topic>-partition-i``)."""
         if not isinstance(partitions, int) or isinstance(partitions, bool):
-            from client.exceptions import InvalidConfiguration
-
             raise InvalidConfiguration(f"partitions must be an int, not {partitions!r}")
         return self._admin._json(
             "CreatePartitionedTopic",
@@ -58,8 +57,6 @@ class _Topics:
             if not resp.redirect:
                 return {"brokerUrl": f"magnetar://{resp.broker_url}"}
             address, authoritative = resp.broker_url, resp.authoritative
-        from client.exceptions import LookupError as MagnetarLookupError
-
         raise MagnetarLookupError(f"lookup of {topic} was redirected too often")
 
     def create_subscription(
@@ -96,8 +93,6 @@ class _Topics:
         of it, whether it is ``draining`` and the ``unackedMessageIds``
         ("ledger:entry") that hold it."""
         if (key is None) == (hash is None):
-            from client.exceptions import InvalidConfiguration
-
             raise InvalidConfiguration("give exactly one of key= and hash=")
         req = broker_pb2.KeySharedLookupRequest(topic=topic, subscription=subscription)
         if key is not None:
@@ -145,8 +140,6 @@ class Admin:
         self, service_url: str, authentication: Any = None, timeout_seconds: float = 30
     ) -> None:
         if authentication is not None:
-            from client.exceptions import InvalidConfiguration
-
             raise InvalidConfiguration("authentication is not available yet")
         self._address = parse_service_url(service_url)[0]
         self._timeout_s = timeout_seconds

@@ -31,7 +31,7 @@ from client import (
 )
 from client.admin import Admin
 from protos.hashing import key_shared_slot
-from tests.harness import ROOT, wait_for
+from tests.harness import ROOT, async_wait_for, wait_for
 
 Q = 16384
 
@@ -413,15 +413,14 @@ async def _churn(service_url: str, topic: str, seed: int, messages: int = 1200) 
             for _name, (_c, task, _s) in live.items():
                 if task.done():
                     task.result()  # an invariant broke: raise it here
-        deadline = time.monotonic() + 60
-        while any(len(acked[k]) < len(sent[k]) for k in keys):
-            assert time.monotonic() < deadline, {
-                k: sorted(set(sent[k]) - acked[k])[:5] for k in keys if len(acked[k]) < len(sent[k])
-            }
+
+        def all_acked() -> bool:
             for _name, (_c, task, _s) in live.items():
                 if task.done():
-                    task.result()
-            await asyncio.sleep(0.05)  # polling for the deadline; the tasks do the work
+                    task.result()  # an invariant broke: raise it here
+            return all(len(acked[k]) == len(sent[k]) for k in keys)
+
+        await async_wait_for(all_acked, 60, "every message to be acknowledged")
         for name in sorted(live):
             await leave(name)
         await producer.close()

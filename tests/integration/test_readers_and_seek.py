@@ -7,6 +7,7 @@ import time
 import pytest
 
 from client import Client, ConsumerType, InitialPosition, MessageId, Timeout
+from tests.harness import wait_for
 
 
 def _send(client: Client, topic: str, n: int, prefix: str = "m", batched: bool = False) -> list:
@@ -81,8 +82,7 @@ def test_consumer_seek_by_message_id_and_by_publish_time(cluster, topic):
         first = _send(c, topic, 5, prefix="a")
         # Publish times are in ms: a gap makes the boundary unambiguous.
         boundary = int(time.time() * 1000) + 50
-        while int(time.time() * 1000) <= boundary:  # bounded by the clock
-            time.sleep(0.01)
+        wait_for(lambda: int(time.time() * 1000) > boundary, 5, "the clock to pass the boundary")
         second = _send(c, topic, 5, prefix="b")
         got = []
         for _ in range(10):
