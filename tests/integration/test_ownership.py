@@ -61,6 +61,13 @@ def test_topics_spread_over_brokers_and_a_non_owner_names_the_owner(two_brokers)
             ]
         owners = {t: admin.topics.lookup(t)["brokerUrl"] for t in topics}
         assert set(owners.values()) == {url_a, url_b}, owners  # both brokers got bundles
+        # Each partition of a partitioned topic is a topic of its own bundle and broker.
+        admin.topics.create_partitioned_topic("spread-parted", 8)
+        c.create_producer("spread-parted").close()
+        partition_owners = {
+            admin.topics.lookup(p)["brokerUrl"] for p in c.get_topic_partitions("spread-parted")
+        }
+        assert partition_owners == {url_a, url_b}
         assert sorted(admin.brokers.list()) == sorted([_address(url_a), _address(url_b)])
         bundles = admin.namespaces.bundles("public/default")["bundles"]
         assert {b["state"] for b in bundles} == {"owned"} and len(bundles) == 4
