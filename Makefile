@@ -5,7 +5,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: setup standalone test lint protos docs bench clean
+.PHONY: setup standalone cluster test lint protos docs bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
@@ -17,6 +17,9 @@ setup: $(VENV)/.installed
 
 standalone: $(VENV)/.installed
 	$(VENV)/bin/magnetar standalone --data-dir $(DATA_DIR)
+
+cluster: $(VENV)/.installed
+	$(VENV)/bin/magnetar local-cluster --data-dir ./data-cluster
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest

@@ -162,6 +162,33 @@ def standalone(  # type: ignore[no-untyped-def]
     sys.exit(run(sup))
 
 
+@main.command("local-cluster")
+@click.option("--data-dir", default="./data-cluster", show_default=True, help="Data directory.")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), help="TOML settings file.")
+@click.option("--metastores", default=3, show_default=True, help="Metastore nodes (odd).")
+@click.option("--bookies", default=3, show_default=True, help="Bookies.")
+@click.option("--brokers", default=3, show_default=True, help="Brokers.")
+@click.option("--port-offset", default=0, show_default=True, help="Added to every default port.")
+def local_cluster(data_dir, config, metastores, bookies, brokers, port_offset) -> None:  # type: ignore[no-untyped-def]
+    """Start a cluster on this machine (3 metastore nodes, 3 bookies, 3
+    brokers by default); print the service URL once every process is ready."""
+    from broker.local_cluster import LocalCluster
+    from broker.standalone import StartupError, run
+
+    try:
+        sup = LocalCluster(
+            Path(data_dir),
+            metastores=metastores,
+            bookies=bookies,
+            brokers=brokers,
+            port_offset=port_offset,
+            config_file=config,
+        )
+    except StartupError as exc:
+        raise click.UsageError(str(exc)) from None
+    sys.exit(run(sup))
+
+
 @main.group()
 @click.option(
     "--service-url",
@@ -196,6 +223,23 @@ def brokers() -> None:
 def brokers_list(service_url: str) -> None:
     """Addresses of the live brokers."""
     _admin_call(service_url, lambda a: a.brokers.list())
+
+
+@brokers.command("leader-broker")
+@click.pass_obj
+def brokers_leader_broker(service_url: str) -> None:
+    """The load manager leader."""
+    _admin_call(service_url, lambda a: a.brokers.get_leader_broker())
+
+
+@namespaces.command("split-bundle")
+@click.argument("namespace")
+@click.option("--bundle", "-b", required=True, help="The bundle to split (0xLOWER_0xUPPER).")
+@click.option("--unload", "-u", is_flag=True, help="Unload both halves after the split.")
+@click.pass_obj
+def namespaces_split_bundle(service_url: str, namespace: str, bundle: str, unload: bool) -> None:
+    """Split BUNDLE of NAMESPACE into two halves of its hash range."""
+    _admin_call(service_url, lambda a: a.namespaces.split_bundle(namespace, bundle, unload))
 
 
 @namespaces.command("unload")

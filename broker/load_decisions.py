@@ -3,11 +3,12 @@ goes, which bundles to shed from overloaded brokers, and which to split.
 
 Theory of operation (Pulsar's modular load manager, simplified):
 
-* A broker's *usage* is the largest of its resource fractions (CPU, memory,
-  network in, network out; 0..1). Placement picks the broker with the
-  lowest usage plus what was just assigned to it and not reported yet
-  (each pending bundle counts as ``pending_weight``); ties go to the
-  broker name, so decisions are reproducible.
+* A broker's *usage* is the largest of its weighted resource fractions
+  (CPU, memory, network in, network out; 0..1), smoothed over reports
+  (``usage = h * previous + (1 - h) * current``). Placement leaves out
+  overloaded brokers and picks the one with the least message rate, each
+  bundle it holds counting as an average bundle; ties go to the broker
+  name, so decisions are reproducible.
 * Shedding (ThresholdShedder): a broker whose usage is over the average by
   more than ``threshold`` gives up its busiest bundles (by msg rate in+out)
   until the rates it gives up reach its share of the excess; it keeps at
@@ -49,14 +50,61 @@ class BrokerLoad:
     bandwidth_in: float = 0.0
     bandwidth_out: float = 0.0
     bundles: dict[str, BundleLoad] = field(default_factory=dict)
+    smoothed_usage: float | None = None  # set by UsageHistory; else the latest figures
 
     @property
     def usage(self) -> float:
+        if self.smoothed_usage is not None:
+            return self.smoothed_usage
         return max(self.cpu, self.memory, self.bandwidth_in, self.bandwidth_out)
 
     @property
     def msg_rate(self) -> float:
         return sum(b.msg_rate for b in self.bundles.values())
+
+
+@dataclass(frozen=True)
+class ResourceWeights:
+    cpu: float = 1.0
+    memory: float = 1.0
+    bandwidth_in: float = 1.0
+    bandwidth_out: float = 1.0
+
+    def usage(self, b: BrokerLoad) -> float:
+        return max(
+            b.cpu * self.cpu,
+            b.memory * self.memory,
+            b.bandwidth_in * self.bandwidth_in,
+            b.bandwidth_out * self.bandwidth_out,
+        )
+
+
+class UsageHistory:
+    """Each broker's smoothed usage: ``h * previous + (1 - h) * current``
+    (Pulsar's loadBalancerHistoryResourcePercentage), so one busy sample
+    does not move bundles. Brokers not in a round are forgotten."""
+
+    def __init__(self, history: float, weights: ResourceWeights) -> None:
+        if not 0.0 <= history < 1.0:
+            raise ValueError(f"history {history} must be in [0, 1)")
+        self.history = history
+        self.weights = weights
+        self._usage: dict[str, float] = {}
+
+    def smooth(self, brokers: list[BrokerLoad]) -> list[BrokerLoad]:
+        """The same brokers with ``smoothed_usage`` set."""
+        now: dict[str, float] = {}
+        for b in brokers:
+            current = self.weights.usage(b)
+            previous = self._usage.get(b.broker)
+            now[b.broker] = (
+                current
+                if previous is None
+                else self.history * previous + (1 - self.history) * current
+            )
+            b.smoothed_usage = now[b.broker]
+        self._usage = now  # bounded by the live brokers
+        return brokers
 
 
 @dataclass(frozen=True)
@@ -68,18 +116,64 @@ class SplitThresholds:
     max_bundles_per_namespace: int = 128
 
 
+def bundle_load_to_json(load: BundleLoad) -> dict[str, float]:
+    return {
+        "topics": load.topics,
+        "sessions": load.sessions,
+        "msgRateIn": load.msg_rate_in,
+        "msgRateOut": load.msg_rate_out,
+        "msgThroughputIn": load.throughput_in,
+        "msgThroughputOut": load.throughput_out,
+    }
+
+
+def broker_load_from_report(report: dict, broker: str) -> BrokerLoad:
+    """A report as the decisions see it (missing figures count as zero)."""
+    bundles = {
+        name: BundleLoad(
+            topics=int(b.get("topics", 0)),
+            sessions=int(b.get("sessions", 0)),
+            msg_rate_in=float(b.get("msgRateIn", 0.0)),
+            msg_rate_out=float(b.get("msgRateOut", 0.0)),
+            throughput_in=float(b.get("msgThroughputIn", 0.0)),
+            throughput_out=float(b.get("msgThroughputOut", 0.0)),
+        )
+        for name, b in dict(report.get("bundles", {})).items()
+    }
+    return BrokerLoad(
+        broker,
+        cpu=float(report.get("cpu", 0.0)),
+        memory=float(report.get("memory", 0.0)),
+        bandwidth_in=float(report.get("bandwidthIn", 0.0)),
+        bandwidth_out=float(report.get("bandwidthOut", 0.0)),
+        bundles=bundles,
+    )
+
+
 def place(
-    brokers: list[BrokerLoad], pending: dict[str, int] | None = None, pending_weight: float = 0.05
+    brokers: list[BrokerLoad], held: dict[str, int] | None = None, overloaded: float = 0.85
 ) -> str | None:
-    """The broker an unowned bundle goes to (None when there is none)."""
+    """The broker an unowned bundle goes to (None when there is none).
+
+    Pulsar's LeastLongTermMessageRate: brokers whose usage is over
+    ``overloaded`` are left out (unless all are); of the rest, the one with
+    the least message rate, where each bundle a broker holds (``held``,
+    fresher than its report) adds the average rate of a bundle, at least 1
+    msg/s; so idle brokers take bundles in turn. CPU and memory only decide
+    who is overloaded: one busy sample must not send every bundle elsewhere.
+    """
     if not brokers:
         return None
-    pending = pending or {}
+    held = held or {}
+    fit = [b for b in brokers if b.usage <= overloaded] or brokers
+    bundles = sum(len(b.bundles) for b in brokers)
+    total_rate = sum(b.msg_rate for b in brokers)
+    per_bundle = max(1.0, total_rate / bundles if bundles else 0.0)
 
-    def score(b: BrokerLoad) -> tuple[float, str]:
-        return (b.usage + pending.get(b.broker, 0) * pending_weight, b.broker)
+    def load(b: BrokerLoad) -> float:
+        return b.msg_rate + held.get(b.broker, 0) * per_bundle
 
-    return min(brokers, key=score).broker
+    return min(fit, key=lambda b: (load(b), b.broker)).broker
 
 
 def shed(

@@ -23,7 +23,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bookie.ledger_client import CLOSED, LedgerClient, LedgerMetadata, LedgerWriter
+from bookie.ledger_client import (
+    CLOSED,
+    LedgerClient,
+    LedgerFencedError,
+    LedgerMetadata,
+    LedgerWriter,
+)
 from broker.cursor import CursorState, Position
 from metastore.client import BadVersionError, MetastoreClient
 from protos import common_pb2
@@ -124,6 +130,12 @@ class ManagedLedger:
         # Told about entries a failed ledger turned out to hold (their adds had
         # failed from the producers' view, but the bookies had stored them).
         self.on_recovered_entries: Callable[[list[tuple[Position, bytes]]], None] | None = None
+        # Set when another broker fenced the ledger being written: the topic
+        # moved (DESIGN §4: storage fencing, not the ownership lease, is what
+        # stops an old owner). Every add fails from then on.
+        self.fenced_by_other = False
+        self.on_fenced: Callable[[], None] | None = None
+        self._recovering_own = False
 
     # ---------------------------------------------------------------- open/close
 
@@ -197,6 +209,9 @@ class ManagedLedger:
         loop = asyncio.get_running_loop()
         out: asyncio.Future = loop.create_future()
         writer = self.writer
+        if self.fenced_by_other:
+            out.set_exception(self._moved_error())
+            return out
         if writer is None:
             out.set_exception(ManagedLedgerError(f"{self.topic} is closed"))
             return out
@@ -206,6 +221,11 @@ class ManagedLedger:
             if not self._room.is_set() and writer.outstanding < self.max_outstanding_adds:
                 self._room.set()
             exc = f.exception()
+            if isinstance(exc, LedgerFencedError) and not self._recovering_own:
+                self._fenced(writer)
+                if not out.done():
+                    out.set_exception(self._moved_error())
+                return
             if exc is not None:
                 if not out.done():
                     out.set_exception(
@@ -229,6 +249,26 @@ class ManagedLedger:
         self._last_add = time.monotonic()
         inner.add_done_callback(done)
         return out
+
+    def _moved_error(self) -> ManagedLedgerFencedError:
+        return ManagedLedgerFencedError(
+            f"{self.topic}: another broker fenced its ledger and serves it now; look it up again"
+        )
+
+    def _fenced(self, writer: LedgerWriter) -> None:
+        if self.fenced_by_other:
+            return
+        self.fenced_by_other = True
+        log.warning(
+            "%s: ledger %d was fenced by another broker; not writing any more",
+            self.topic,
+            writer.ledger_id,
+        )
+        if self.writer is writer:
+            self.writer = None
+        self._room.set()
+        if self.on_fenced is not None:
+            self.on_fenced()
 
     # ---------------------------------------------------------------- rollover and trimming
 
@@ -283,6 +323,8 @@ class ManagedLedger:
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
         except BadVersionError:
             await self.ledger_client.delete_ledger(writer.ledger_id)
+            if self.writer is not None:
+                self._fenced(self.writer)
             self.writer = None
             raise ManagedLedgerFencedError(
                 f"{self.topic}: the ledger list changed under us; another broker owns it"
@@ -298,6 +340,7 @@ class ManagedLedger:
         in a new ledger; retried with backoff while bookies are unavailable.
         Adds wait meanwhile (``wait_for_room``)."""
         delay = 0.2
+        self._recovering_own = True
         try:
             while self.writer is failed:
                 try:
@@ -325,9 +368,12 @@ class ManagedLedger:
                     )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
+        except ManagedLedgerFencedError:
+            pass  # another broker serves the topic (_switch_ledger said so)
         except Exception:
             log.exception("%s: giving up on the failed ledger", self.topic)
         finally:
+            self._recovering_own = False
             self._rolling = None
             self._room.set()
 

@@ -7,14 +7,26 @@ the broker dies; it is created with compare-and-set (version -1), so of two
 brokers racing for a bundle exactly one wins (the record goes from free to
 owned in one atomic step: the assignment is the create itself).
 
-A lookup of a topic answers the owner of its bundle. For an unowned bundle,
-the broker asked picks the least loaded broker (:func:`broker.load_decisions.place`
+A lookup of a topic answers the owner of its bundle. An unowned bundle
+is placed by the load manager leader (the broker named at
+``/loadbalance/leader``): any other broker redirects the lookup there; the
+leader picks the least loaded broker (:func:`broker.load_decisions.place`
 over the reports under ``/loadbalance/brokers/``, counting the bundles each
-already owns): itself, and it takes the bundle at once; or another, and it
-answers a redirect marked authoritative, so that broker takes it without
-asking again. Lookups of one bundle on one broker are coalesced. A broker
-serves a topic only if it owns the topic's bundle; otherwise it answers
-``NOT_OWNER`` with the owner's address.
+already owns) and either takes the bundle itself or answers a redirect
+marked authoritative, so that broker takes it without asking again. With no
+leader, the broker asked decides. Lookups of one bundle on one broker are
+coalesced. A broker serves a topic only if it owns the topic's bundle;
+otherwise it answers ``NOT_OWNER`` with the owner's address.
+
+Splitting. The owner moves the record owned -> splitting, then in one
+metastore transaction (which holds only if neither the namespace policy nor
+the record changed meanwhile) writes the new boundaries, owns both halves
+and leaves the parent as a ``deleted`` tombstone. A broker whose cached
+boundaries are older finds the tombstone, or fails the compare on the
+policy version when it tries to take a bundle, and reloads them; so no two
+brokers ever own overlapping ranges. A crash mid-split leaves the
+ephemeral ``splitting`` record to vanish with the owner's session and the
+policy unchanged.
 """
 
 from __future__ import annotations
@@ -23,11 +35,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.bundle_state import BundleRecord, BundleState, transition
 from broker.bundles import BundleRange, NamespaceBundles
-from broker.load_decisions import BrokerLoad, place
+from broker.load_decisions import ResourceWeights, broker_load_from_report, place
+from metastore.client import Compare, Op
 from protos import common_pb2
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
@@ -39,8 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BROKERS_PREFIX = "/loadbalance/brokers/"
-# How much one owned bundle weighs against a broker's usage when placing.
-BUNDLE_WEIGHT = 0.01
+LEADER_KEY = "/loadbalance/leader"
 
 
 class NotOwnerError(MagnetarServerError):
@@ -56,8 +69,36 @@ class NotOwnerError(MagnetarServerError):
         return err
 
 
+class BundleSplitError(Exception):
+    """The bundle was split: the namespace's cached boundaries are stale."""
+
+
+@dataclass(frozen=True)
+class LookupAnswer:
+    broker: str
+    redirect: bool = False  # ask ``broker`` again
+    authoritative: bool = False  # ... and it should take the bundle without asking further
+
+
 def bundle_key(name: TopicName, bundle: BundleRange) -> str:
     return f"/namespace/{name.tenant}/{name.namespace}/{bundle.name}"
+
+
+def policy_key(namespace: str) -> str:
+    return f"/admin/policies/{namespace}"
+
+
+def resource_weights(settings: BrokerSettings) -> ResourceWeights:
+    return ResourceWeights(
+        settings.load_balancer_cpu_resource_weight,
+        settings.load_balancer_memory_resource_weight,
+        settings.load_balancer_bandwidth_in_resource_weight,
+        settings.load_balancer_bandwidth_out_resource_weight,
+    )
+
+
+def decode_leader(value: bytes) -> str:
+    return str(json.loads(value)["address"])
 
 
 class Ownership:
@@ -67,39 +108,65 @@ class Ownership:
         self.settings = settings
         self.session: Session | None = None
         self.owned: dict[str, BundleRange] = {}  # bundle key -> range
-        self._bundles: dict[str, NamespaceBundles] = {}  # tenant/ns -> bundles
+        # tenant/ns -> (bundles, version of the policy they were read from)
+        self._bundles: dict[str, tuple[NamespaceBundles, int]] = {}
         self._inflight: dict[str, asyncio.Future] = {}
 
-    async def bundles_of(self, name: TopicName) -> NamespaceBundles:
-        ns = name.namespace_name
+    async def bundles_of(self, name: TopicName, fresh: bool = False) -> NamespaceBundles:
+        return (await self._bundles_and_version(name.namespace_name, fresh))[0]
+
+    async def _bundles_and_version(self, ns: str, fresh: bool) -> tuple[NamespaceBundles, int]:
         cached = self._bundles.get(ns)
-        if cached is not None:
+        if cached is not None and not fresh:
             return cached
-        stat = await self.metastore.get(f"/admin/policies/{ns}")
+        stat = await self.metastore.get(policy_key(ns))
         if stat is None:
             raise MagnetarServerError(f"namespace {ns} does not exist", common_pb2.TOPIC_NOT_FOUND)
         policy = json.loads(stat.value).get("bundles")
         bundles = NamespaceBundles.from_policy(
             policy, self.settings.default_number_of_namespace_bundles
         )
-        if len(self._bundles) < self.settings.max_namespaces_cached:
-            self._bundles[ns] = bundles
-        return bundles
+        if ns in self._bundles or len(self._bundles) < self.settings.max_namespaces_cached:
+            self._bundles[ns] = (bundles, stat.version)
+        return bundles, stat.version
+
+    def forget_bundles(self, ns: str) -> None:
+        self._bundles.pop(ns, None)
+
+    def cached_bundle_key(self, name: TopicName) -> str | None:
+        """The bundle key of a topic from cached boundaries (None if not cached)."""
+        cached = self._bundles.get(name.namespace_name)
+        if cached is None:
+            return None
+        return bundle_key(name, cached[0].bundle_for_topic(name.full_name))
 
     async def bundle_of(self, name: TopicName) -> tuple[str, BundleRange]:
         bundle = (await self.bundles_of(name)).bundle_for_topic(name.full_name)
         return bundle_key(name, bundle), bundle
 
-    async def lookup(self, name: TopicName, authoritative: bool) -> tuple[str, bool]:
-        """(broker address, is it a redirect to a broker that should take it)."""
-        key, bundle = await self.bundle_of(name)
+    async def lookup(self, name: TopicName, authoritative: bool) -> LookupAnswer:
+        # Twice at most: the namespace may have been split since it was cached.
+        for _ in range(2):
+            key, bundle = await self.bundle_of(name)
+            try:
+                return await self._coalesced(name, key, bundle, authoritative)
+            except BundleSplitError:
+                self.forget_bundles(name.namespace_name)
+        raise MagnetarServerError(
+            f"the bundles of {name.namespace_name} are changing; retry the lookup",
+            common_pb2.SERVICE_NOT_READY,
+        )
+
+    async def _coalesced(
+        self, name: TopicName, key: str, bundle: BundleRange, authoritative: bool
+    ) -> LookupAnswer:
         running = self._inflight.get(key)
         if running is not None:
             return await asyncio.shield(running)  # type: ignore[no-any-return]
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            answer = await self._lookup(key, bundle, authoritative)
+            answer = await self._lookup(name, key, bundle, authoritative)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: coalesced waiters re-raise it
@@ -109,17 +176,31 @@ class Ownership:
         fut.set_result(answer)
         return answer
 
-    async def _lookup(self, key: str, bundle: BundleRange, authoritative: bool) -> tuple[str, bool]:
+    async def leader(self) -> str | None:
+        stat = await self.metastore.get(LEADER_KEY)
+        if stat is None:
+            return None
+        try:
+            return decode_leader(stat.value)
+        except (ValueError, KeyError):
+            return None
+
+    async def _lookup(
+        self, name: TopicName, key: str, bundle: BundleRange, authoritative: bool
+    ) -> LookupAnswer:
         owner, version, last_owner = await self._read(key)
         if owner is not None:
             if owner == self.address:
                 self.owned[key] = bundle
-            return owner, False
-        if not authoritative:
+            return LookupAnswer(owner)
+        if not authoritative and not self.settings.take_over_stale_bundles:
+            leader = await self.leader()
+            if leader is not None and leader != self.address:
+                return LookupAnswer(leader, redirect=True)  # the leader places it
             candidate = await self.candidate(avoid=last_owner)
             if candidate is not None and candidate != self.address:
-                return candidate, True
-        return await self._acquire(key, bundle, version), False
+                return LookupAnswer(candidate, redirect=True, authoritative=True)
+        return LookupAnswer(await self._acquire(name, key, bundle, version))
 
     async def _read(self, key: str) -> tuple[str | None, int, str | None]:
         """(owning broker or None, the version a new owner creates against,
@@ -130,6 +211,8 @@ class Ownership:
         record = BundleRecord.decode(stat.value)
         if record.state == BundleState.FREE:
             return None, stat.version, record.broker
+        if record.state == BundleState.DELETED:
+            raise BundleSplitError(key)
         mine = self.session.id if self.session is not None else 0
         if stat.session_id != mine and (
             record.broker == self.address or self.settings.take_over_stale_bundles
@@ -152,30 +235,120 @@ class Ownership:
             )
         return record.broker, -1, None
 
-    async def _acquire(self, key: str, bundle: BundleRange, expected_version: int) -> str:
-        """Create the owned record (over a free one at ``expected_version``)."""
+    async def _acquire(
+        self, name: TopicName, key: str, bundle: BundleRange, expected_version: int
+    ) -> str:
+        """Create the owned record (over a free one at ``expected_version``),
+        provided the namespace's boundaries are still the cached ones."""
         assert self.session is not None, "the broker has no metastore session yet"
+        ns = name.namespace_name
+        _, policy_version = await self._bundles_and_version(ns, fresh=False)
         record = BundleRecord(BundleState.OWNED, self.address)
-        try:
-            await self.metastore.put(
-                key, record.encode(), expected_version=expected_version, session_id=self.session.id
-            )
-        except MagnetarServerError as exc:
-            if exc.code != common_pb2.BAD_VERSION:
-                raise
+        ok, _ = await self.metastore.txn(
+            [
+                Compare(policy_key(ns), version=policy_version),
+                Compare(key, version=expected_version),
+            ],
+            [Op(key, record.encode(), self.session.id)],
+        )
+        if not ok:
+            policy = await self.metastore.get(policy_key(ns))
+            if policy is None or policy.version != policy_version:
+                raise BundleSplitError(key)
             owner, _, _ = await self._read(key)  # another broker won the race
             if owner is None:
                 raise MagnetarServerError(
                     f"bundle {key} changed hands during the lookup; retry",
                     common_pb2.SERVICE_NOT_READY,
-                ) from None
+                )
             return owner
         self.owned[key] = bundle
         log.info("%s now owns bundle %s", self.address, key)
         return self.address
 
+    async def own(self, name: TopicName, bundle: BundleRange) -> str:
+        """The owner of ``bundle``, taking it when it is free (admin calls)."""
+        key = bundle_key(name, bundle)
+        owner, version, _ = await self._read(key)
+        if owner is not None:
+            return owner
+        return await self._acquire(name, key, bundle, version)
+
+    async def split(self, name: TopicName, bundle: BundleRange) -> tuple[BundleRange, BundleRange]:
+        """Split a bundle this broker owns into halves it owns (see the module
+        docstring); returns the halves."""
+        assert self.session is not None
+        ns = name.namespace_name
+        key = bundle_key(name, bundle)
+        stat = await self.metastore.get(key)
+        record = BundleRecord.decode(stat.value) if stat is not None else None
+        if (
+            stat is None
+            or record is None
+            or record.state != BundleState.OWNED
+            or record.broker != self.address
+        ):
+            raise MagnetarServerError(
+                f"bundle {key} is not owned by {self.address}", common_pb2.NOT_ALLOWED
+            )
+        low, high = bundle.halves()
+        splitting = transition(record, "split")
+        version = await self.metastore.put(
+            key, splitting.encode(), expected_version=stat.version, session_id=self.session.id
+        )
+        try:
+            for _ in range(10):  # compare-and-set on the policy; bounded
+                bundles, policy_version = await self._bundles_and_version(ns, fresh=True)
+                if bundle not in bundles.bundles:
+                    raise MagnetarServerError(
+                        f"{bundle.name} is no longer a bundle of {ns}", common_pb2.NOT_ALLOWED
+                    )
+                after = bundles.split(bundle)
+                policy_stat = await self.metastore.get(policy_key(ns))
+                if policy_stat is None or policy_stat.version != policy_version:
+                    continue
+                policy = json.loads(policy_stat.value)
+                policy["bundles"] = after.to_policy()
+                owned = BundleRecord(BundleState.OWNED, self.address).encode()
+                ok, _ = await self.metastore.txn(
+                    [
+                        Compare(policy_key(ns), version=policy_version),
+                        Compare(key, version=version),
+                        Compare(bundle_key(name, low), version=-1),
+                        Compare(bundle_key(name, high), version=-1),
+                    ],
+                    [
+                        Op(policy_key(ns), json.dumps(policy).encode()),
+                        Op(bundle_key(name, low), owned, self.session.id),
+                        Op(bundle_key(name, high), owned, self.session.id),
+                        Op(key, transition(splitting, "done").encode()),  # tombstone
+                    ],
+                )
+                if ok:
+                    self._bundles[ns] = (after, policy_version + 1)
+                    break
+            else:
+                raise MagnetarServerError(
+                    f"the policies of {ns} kept changing; the split of {bundle.name} gave up",
+                    common_pb2.SERVICE_NOT_READY,
+                )
+        except BaseException:
+            await self.metastore.put(
+                key,
+                transition(splitting, "abort").encode(),
+                expected_version=version,
+                session_id=self.session.id,
+            )
+            raise
+        self.owned.pop(key, None)
+        self.owned[bundle_key(name, low)] = low
+        self.owned[bundle_key(name, high)] = high
+        log.info("%s split bundle %s into %s and %s", self.address, key, low.name, high.name)
+        return low, high
+
     async def candidate(self, avoid: str | None = None) -> str | None:
-        """The least loaded live broker (bundles owned count a little), not
+        """The live broker to place a bundle on (:func:`place`: not
+        overloaded, least message rate counting the bundles each owns), not
         ``avoid`` (the broker that just unloaded the bundle) unless it is alone."""
         if self.settings.take_over_stale_bundles:
             return self.address  # standalone: the only broker
@@ -184,25 +357,26 @@ class Ownership:
         counts: dict[str, int] = {}
         for r in owned:
             try:
-                holder = BundleRecord.decode(r.value).broker
+                record = BundleRecord.decode(r.value)
             except (ValueError, KeyError):
                 continue
-            counts[holder] = counts.get(holder, 0) + 1
+            if record.state == BundleState.OWNED:
+                counts[record.broker] = counts.get(record.broker, 0) + 1
+        weights = resource_weights(self.settings)
         loads = []
         for r in reports:
             try:
-                report = json.loads(r.value)
-            except ValueError:
+                load = broker_load_from_report(json.loads(r.value), r.key[len(BROKERS_PREFIX) :])
+            except (ValueError, TypeError, AttributeError):
                 continue
-            loads.append(
-                BrokerLoad(
-                    str(report.get("address", r.key[len(BROKERS_PREFIX) :])),
-                    cpu=float(report.get("cpu", 0.0)),
-                    memory=float(report.get("memory", 0.0)),
-                )
-            )
+            load.smoothed_usage = weights.usage(load)
+            loads.append(load)
         others = [b for b in loads if b.broker != avoid]
-        return place(others or loads, counts, BUNDLE_WEIGHT)
+        return place(
+            others or loads,
+            counts,
+            self.settings.load_balancer_broker_overloaded_threshold_percentage / 100,
+        )
 
     async def release(self, key: str, close_topics: Callable[[], Awaitable[None]]) -> None:
         """Unload a bundle this broker owns: owned -> releasing (its topics
@@ -238,7 +412,7 @@ class Ownership:
         key, _ = await self.bundle_of(name)
         if key in self.owned:
             return
-        owner, _ = await self.lookup(name, authoritative=True)
+        owner = (await self.lookup(name, authoritative=True)).broker
         if owner != self.address:
             raise NotOwnerError(f"{name} is served by broker {owner}, not {self.address}", owner)
 

@@ -9,7 +9,10 @@ import logging
 import grpc
 
 from bookie.ledger_client import LedgerClient, LedgerClientSettings
-from broker.service import BrokerAdminService, BrokerService
+from broker.admin_service import BrokerAdminService
+from broker.load_manager import LoadManager
+from broker.ownership import BROKERS_PREFIX
+from broker.service import BrokerService
 from broker.settings import BrokerSettings
 from metastore.client import MetastoreClient
 from protos import broker_pb2_grpc, serving
@@ -42,13 +45,14 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
     await service.ensure_default_namespace()
-    registration = json.dumps({"address": address, "cluster": settings.cluster_name}).encode()
+    load_manager = service.load_manager = LoadManager(service)
     sessions: list = []
 
     async def register() -> None:
-        """A session, and this broker's ephemeral registration on it."""
+        """A session, and this broker's ephemeral registration (its load report) on it."""
         session = await metastore.create_session(settings.session_ttl_ms, on_lost=session_lost)
-        await metastore.put(f"/loadbalance/brokers/{address}", registration, session_id=session.id)
+        report = json.dumps(load_manager.report()).encode()
+        await metastore.put(BROKERS_PREFIX + address, report, session_id=session.id)
         service.ownership.session = session
         sessions.append(session)
 
@@ -74,9 +78,11 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     serving.write_ready_file(ready_file, {"grpc": address, "metrics": metrics_port})
     log.info("broker serving on %s (metrics %d)", address, metrics_port)
     housekeeping = asyncio.create_task(service.housekeeping_forever())
+    balancing = asyncio.create_task(load_manager.run_forever())
     await stop.wait()
     log.info("broker stopping")
     housekeeping.cancel()
+    balancing.cancel()
     serving.set_serving(health, False)
     await service.unload_all()  # clients move to other brokers without an error
     await service.close_all()

@@ -15,22 +15,27 @@ import functools
 import itertools
 import json
 import logging
+from typing import TYPE_CHECKING
 
-import grpc
 from prometheus_client import Counter
 
 from bookie.ledger_client import LedgerClient
-from broker.bundle_state import BundleRecord, BundleState
+from broker.bundles import BundleRange
 from broker.dedup import DUPLICATE, IN_FLIGHT
-from broker.dispatcher import KeySharedDispatcher
-from broker.key_shared import SLOT_MAX, slot_of
-from broker.managed_ledger import EntryCache, ManagedLedger, RolloverPolicy
+from broker.managed_ledger import (
+    EntryCache,
+    ManagedLedger,
+    ManagedLedgerFencedError,
+    RolloverPolicy,
+)
 from broker.non_persistent import NonPersistentTopic
-from broker.ownership import BROKERS_PREFIX, Ownership, bundle_key
+from broker.ownership import Ownership, bundle_key
 from broker.settings import BrokerSettings
-from broker.stats import key_shared_lookup, topic_stats
-from broker.topic import SUB_TYPE_NAMES, BrokerError, KeySharedPolicy, Topic, TopicBase
+from broker.topic import BrokerError, KeySharedPolicy, Topic, TopicBase
 from metastore.client import MetastoreClient
+
+if TYPE_CHECKING:
+    from broker.load_manager import LoadManager
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.entry import CorruptedEntryError, split_entry
 from protos.errors import MagnetarServerError, error
@@ -127,7 +132,7 @@ def _start_mark_delete(
 MAX_INT64 = (1 << 63) - 1
 
 
-def _error_of(exc: BaseException) -> common_pb2.Error:
+def error_of(exc: BaseException) -> common_pb2.Error:
     if isinstance(exc, MagnetarServerError):
         return exc.to_proto()
     return error(common_pb2.UNKNOWN_ERROR, f"{type(exc).__name__}: {exc}")
@@ -153,6 +158,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
         self.closing = False
         self._background: set[asyncio.Task] = set()
+        self.load_manager: LoadManager | None = None  # set by the server
 
     # ---------------------------------------------------------------- topics
 
@@ -231,7 +237,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             n = await self.partitions_of(name)
             return broker_pb2.PartitionedTopicMetadata(partitions=n, topic=name.full_name)
         except Exception as exc:
-            return broker_pb2.PartitionedTopicMetadata(error=_error_of(exc))
+            return broker_pb2.PartitionedTopicMetadata(error=error_of(exc))
 
     async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
         tenant, sep, ns = namespace.partition("/")
@@ -272,19 +278,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             topics = await self.topics_of_namespace(request.namespace, request.mode)
             return broker_pb2.TopicsOfNamespace(topics=topics)
         except Exception as exc:
-            return broker_pb2.TopicsOfNamespace(error=_error_of(exc))
+            return broker_pb2.TopicsOfNamespace(error=error_of(exc))
 
     async def Lookup(self, request, context):  # type: ignore[no-untyped-def]
         try:
             if self.closing:
                 raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
             name = TopicName.parse(request.topic)
-            owner, redirect = await self.ownership.lookup(name, request.authoritative)
+            answer = await self.ownership.lookup(name, request.authoritative)
             return broker_pb2.LookupResponse(
-                broker_url=owner, redirect=redirect, authoritative=redirect
+                broker_url=answer.broker,
+                redirect=answer.redirect,
+                authoritative=answer.authoritative,
             )
         except Exception as exc:
-            return broker_pb2.LookupResponse(error=_error_of(exc))
+            return broker_pb2.LookupResponse(error=error_of(exc))
 
     async def unload_bundle(self, key: str) -> None:
         """Release an owned bundle: its topics close (clients reconnect
@@ -300,6 +308,28 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
 
         await self.ownership.release(key, close_topics)
+
+    async def split_bundle(self, name: TopicName, bundle: BundleRange, unload: bool) -> list[str]:
+        """Split a bundle this broker owns; with ``unload`` both halves are
+        released at once so the leader can place them anywhere."""
+        halves = await self.ownership.split(name, bundle)
+        if unload:
+            for half in halves:
+                await self.unload_bundle(bundle_key(name, half))
+        return [h.name for h in halves]
+
+    def topic_moved(self, topic: TopicBase, why: str) -> None:
+        """Another broker took ``topic`` (its ledger was fenced under us):
+        stop serving it and its bundle until a lookup says otherwise."""
+        if self.topics.get(topic.name.full_name) is not topic:
+            return
+        log.warning("%s: %s; closing it here", topic.name, why)
+        key = self.ownership.cached_bundle_key(topic.name)
+        if key is not None:
+            self.ownership.owned.pop(key, None)
+        task = asyncio.get_running_loop().create_task(self._close_topics([topic]))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def unload_all(self) -> None:
         """Graceful shutdown: hand every bundle back before stopping."""
@@ -393,6 +423,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
         await ledger.open()
         topic = Topic(name, ledger, s)
+        ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
         if self.dedup_enabled(ns_policies.value):
             await self.enable_dedup(topic)
         await topic.load_cursors()
@@ -422,7 +453,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 first.create.producer_name, self.broker_name, first.create.access_mode
             )
         except Exception as exc:
-            yield broker_pb2.ProducerResponse(error=_error_of(exc))
+            yield broker_pb2.ProducerResponse(error=error_of(exc))
             return
         yield broker_pb2.ProducerResponse(
             created=broker_pb2.ProducerCreated(
@@ -462,8 +493,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
                     )
                     break
+                moved = False
                 async for resp in self._answers(item, pending, topic, producer):
                     yield resp
+                    moved = resp.WhichOneof("response") == "error"
+                if moved:
+                    break
         finally:
             reader.cancel()
             topic.remove_producer(producer)
@@ -480,8 +515,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             else:
                 try:
                     ledger_id, entry_id = await fut
+                except ManagedLedgerFencedError as exc:
+                    # The topic moved: what has no receipt yet is resent to
+                    # the new owner after the producer looks it up again.
+                    if receipts.sequence_ids:
+                        yield broker_pb2.ProducerResponse(receipts=receipts)
+                    yield broker_pb2.ProducerResponse(error=exc.to_proto())
+                    return
                 except Exception as exc:
-                    failure = _error_of(exc)
+                    failure = error_of(exc)
                 else:
                     receipts.sequence_ids.append(seq)
                     receipts.ledger_ids.append(ledger_id)
@@ -649,7 +691,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 key_shared,
             )
         except Exception as exc:
-            yield broker_pb2.ConsumerResponse(error=_error_of(exc))
+            yield broker_pb2.ConsumerResponse(error=error_of(exc))
             return
         sub = consumer.subscription
         yield broker_pb2.ConsumerResponse(
@@ -727,7 +769,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     try:
                         await self._seek(sub, req.seek)
                     except Exception as exc:
-                        consumer.deliver(broker_pb2.ConsumerResponse(request_error=_error_of(exc)))
+                        consumer.deliver(broker_pb2.ConsumerResponse(request_error=error_of(exc)))
                         continue
                     consumer.deliver(broker_pb2.ConsumerResponse(seek_done=broker_pb2.SeekDone()))
                 elif kind == "get_last_message_id":
@@ -782,232 +824,3 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         finally:
             consumer.closed = True
             consumer.outbox.put_nowait(None)
-
-
-class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
-    def __init__(self, broker: BrokerService) -> None:
-        self.broker = broker
-
-    async def SetNamespaceDeduplication(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            tenant, sep, ns = request.namespace.partition("/")
-            if not sep or not tenant or not ns or "/" in ns:
-                raise BrokerError(
-                    f"namespace {request.namespace!r} is not tenant/namespace",
-                    common_pb2.INVALID_ARGUMENT,
-                )
-            key = f"/admin/policies/{tenant}/{ns}"
-            ms = self.broker.metastore
-            for _ in range(20):  # compare-and-set; bounded
-                stat = await ms.get(key)
-                if stat is None:
-                    raise BrokerError(
-                        f"namespace {request.namespace} does not exist", common_pb2.TOPIC_NOT_FOUND
-                    )
-                policy = json.loads(stat.value)
-                policy["deduplicationEnabled"] = bool(request.enabled)
-                try:
-                    await ms.put(key, json.dumps(policy).encode(), expected_version=stat.version)
-                    break
-                except MagnetarServerError as exc:
-                    if exc.code != common_pb2.BAD_VERSION:
-                        raise
-            for topic in list(self.broker.topics.values()):
-                if (topic.name.tenant, topic.name.namespace) != (tenant, ns):
-                    continue
-                if not isinstance(topic, Topic):
-                    continue
-                if request.enabled and not topic.dedup.enabled:
-                    await self.broker.enable_dedup(topic)
-                elif not request.enabled:
-                    topic.dedup.enabled = False
-                    topic.ledger.hold_back = None
-            return broker_pb2.JsonResponse(json=json.dumps(policy))
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def _existing_topic(self, topic_name: str) -> TopicBase:
-        name = TopicName.parse(topic_name)
-        topic = self.broker.topics.get(name.full_name)
-        if topic is None and not name.is_persistent:
-            raise BrokerError(f"topic {name} is not active", common_pb2.TOPIC_NOT_FOUND)
-        if topic is None:
-            key = f"/managed-ledgers/{name.persistence_path}"
-            if await self.broker.metastore.get(key) is None:
-                raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
-            topic = await self.broker.get_topic(name)
-        return topic
-
-    async def TopicStats(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            topic = await self._existing_topic(request.topic)
-            return broker_pb2.JsonResponse(json=json.dumps(topic_stats(topic)))
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def CreatePartitionedTopic(self, request, context):  # type: ignore[no-untyped-def]
-        broker = self.broker
-        try:
-            name = TopicName.parse(request.topic)
-            limit = broker.settings.max_num_partitions_per_partitioned_topic
-            if not 1 <= request.partitions <= limit:
-                raise BrokerError(
-                    f"{request.partitions} partitions: a partitioned topic has 1 to {limit} "
-                    "(max_num_partitions_per_partitioned_topic)",
-                    common_pb2.INVALID_ARGUMENT,
-                )
-            if name.is_partition:
-                raise BrokerError(
-                    f"{name} is a partition name; name the partitioned topic itself",
-                    common_pb2.INVALID_TOPIC_NAME,
-                )
-            if (
-                await broker.metastore.get(f"/admin/policies/{name.tenant}/{name.namespace}")
-                is None
-            ):
-                raise BrokerError(
-                    f"namespace {name.namespace_name} does not exist", common_pb2.TOPIC_NOT_FOUND
-                )
-            exists = name.full_name in broker.topics or (
-                name.is_persistent
-                and await broker.metastore.get(f"/managed-ledgers/{name.persistence_path}")
-                is not None
-            )
-            if exists:
-                raise BrokerError(
-                    f"{name} already exists as a non-partitioned topic", common_pb2.NOT_ALLOWED
-                )
-            body = json.dumps({"partitions": request.partitions}).encode()
-            try:
-                await broker.metastore.put(broker.partitions_key(name), body, expected_version=-1)
-            except MagnetarServerError as exc:
-                if exc.code != common_pb2.BAD_VERSION:
-                    raise
-                n = await broker.partitions_of(name)
-                raise BrokerError(
-                    f"partitioned topic {name} already exists ({n} partitions)",
-                    common_pb2.NOT_ALLOWED,
-                ) from None
-            return broker_pb2.JsonResponse(
-                json=json.dumps({"topic": name.full_name, "partitions": request.partitions})
-            )
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def CreateSubscription(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            if not request.subscription:
-                raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
-            name = TopicName.parse(request.topic)
-            topic = await self.broker.get_topic(name)
-            if not topic.persistent:
-                raise BrokerError(
-                    f"{name} is non-persistent: its subscriptions live with their consumers",
-                    common_pb2.NOT_ALLOWED,
-                )
-            if not await topic.create_subscription(request.subscription, not request.earliest):
-                raise BrokerError(
-                    f"subscription {request.subscription!r} already exists on {name}",
-                    common_pb2.NOT_ALLOWED,
-                )
-            return broker_pb2.JsonResponse(
-                json=json.dumps({"topic": name.full_name, "subscription": request.subscription})
-            )
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def ListBrokers(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            records, _ = await self.broker.metastore.list_prefix(BROKERS_PREFIX)
-            brokers = sorted(r.key[len(BROKERS_PREFIX) :] for r in records)
-            return broker_pb2.JsonResponse(json=json.dumps(brokers))
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def NamespaceBundles(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            name = TopicName.parse(f"persistent://{request.namespace}/x")
-            bundles = await self.broker.ownership.bundles_of(name)
-            out = []
-            for b in bundles.bundles:
-                stat = await self.broker.metastore.get(bundle_key(name, b))
-                record = BundleRecord.decode(stat.value) if stat is not None else None
-                out.append(
-                    {
-                        "bundle": b.name,
-                        "state": record.state.value if record else "free",
-                        "owner": record.broker if record else None,
-                    }
-                )
-            return broker_pb2.JsonResponse(
-                json=json.dumps({"namespace": name.namespace_name, "bundles": out})
-            )
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def Unload(self, request, context):  # type: ignore[no-untyped-def]
-        broker = self.broker
-        try:
-            name = TopicName.parse(f"persistent://{request.namespace}/x")
-            bundles = (await broker.ownership.bundles_of(name)).bundles
-            if request.bundle:
-                bundles = [b for b in bundles if b.name == request.bundle]
-                if not bundles:
-                    raise BrokerError(
-                        f"{request.bundle} is not a bundle of {name.namespace_name}",
-                        common_pb2.INVALID_ARGUMENT,
-                    )
-            unloaded = []
-            for b in bundles:
-                key = bundle_key(name, b)
-                stat = await broker.metastore.get(key)
-                if stat is None:
-                    continue
-                record = BundleRecord.decode(stat.value)
-                if record.state != BundleState.OWNED:
-                    continue
-                if record.broker == broker.address:
-                    await broker.unload_bundle(key)
-                else:  # ask the owner
-                    async with grpc.aio.insecure_channel(record.broker) as ch:
-                        resp = await broker_pb2_grpc.BrokerAdminStub(ch).Unload(
-                            broker_pb2.UnloadRequest(namespace=request.namespace, bundle=b.name),
-                            timeout=30,
-                        )
-                    if resp.error.code:
-                        return resp
-                unloaded.append(b.name)
-            return broker_pb2.JsonResponse(json=json.dumps({"unloaded": unloaded}))
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))
-
-    async def KeySharedLookup(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            topic = await self._existing_topic(request.topic)
-            sub = topic.subscriptions.get(request.subscription)
-            if sub is None:
-                raise BrokerError(
-                    f"subscription {request.subscription!r} does not exist on {topic.name}",
-                    common_pb2.SUBSCRIPTION_NOT_FOUND,
-                )
-            if not isinstance(sub.dispatcher, KeySharedDispatcher):
-                raise BrokerError(
-                    f"subscription {sub.name!r} is {SUB_TYPE_NAMES.get(sub.sub_type)}, "
-                    "not Key_Shared",
-                    common_pb2.NOT_ALLOWED,
-                )
-            what = request.WhichOneof("what")
-            if what is None:
-                raise BrokerError("give a key or a hash", common_pb2.INVALID_ARGUMENT)
-            slot = slot_of(request.key) if what == "key" else request.hash
-            if not 0 <= slot <= SLOT_MAX:
-                raise BrokerError(
-                    f"hash {slot} is outside 0..{SLOT_MAX}", common_pb2.INVALID_ARGUMENT
-                )
-            return broker_pb2.JsonResponse(
-                json=json.dumps(
-                    key_shared_lookup(sub.dispatcher, slot, request.key if what == "key" else None)
-                )
-            )
-        except Exception as exc:
-            return broker_pb2.JsonResponse(error=_error_of(exc))

@@ -101,6 +101,72 @@ class BrokerSettings:
     default_number_of_namespace_bundles: int = setting(
         4, "Bundles of a namespace whose policies do not list its bundle boundaries."
     )
+    load_balancer_enabled: bool = setting(
+        True,
+        "Publish this broker's load report and take part in electing the load manager leader, "
+        "which places, sheds and splits bundles.",
+    )
+    load_balancer_report_interval_ms: int = setting(
+        5000, "How often a broker publishes its load report (and checks who leads)."
+    )
+    load_balancer_shedding_enabled: bool = setting(
+        True, "The leader unloads bundles from brokers loaded above the average."
+    )
+    load_balancer_shedding_interval_minutes: float = setting(
+        1.0, "How often the leader runs shedding and the auto-split check."
+    )
+    load_balancer_shedding_grace_period_minutes: float = setting(
+        30.0, "A bundle the leader moved is not moved again for this long."
+    )
+    load_balancer_broker_threshold_shedder_percentage: float = setting(
+        10.0,
+        "ThresholdShedder: a broker whose usage is this many percentage points above the "
+        "cluster average sheds bundles.",
+    )
+    load_balancer_history_resource_percentage: float = setting(
+        0.9,
+        "Weight of the past in a broker's smoothed usage (usage = h * previous + (1 - h) * "
+        "current); 0 uses the latest report only.",
+    )
+    load_balancer_broker_overloaded_threshold_percentage: float = setting(
+        85.0,
+        "Placement leaves out brokers whose usage (the largest weighted resource) is above "
+        "this percentage, unless every broker is.",
+    )
+    load_balancer_cpu_resource_weight: float = setting(1.0, "Weight of CPU in a broker's usage.")
+    load_balancer_memory_resource_weight: float = setting(
+        1.0, "Weight of memory in a broker's usage."
+    )
+    load_balancer_bandwidth_in_resource_weight: float = setting(
+        1.0, "Weight of inbound bandwidth in a broker's usage."
+    )
+    load_balancer_bandwidth_out_resource_weight: float = setting(
+        1.0, "Weight of outbound bandwidth in a broker's usage."
+    )
+    load_balancer_override_broker_nic_speed_gbps: float = setting(
+        1.0, "Network capacity a broker's message bandwidth is measured against, in Gbit/s."
+    )
+    load_balancer_auto_bundle_split_enabled: bool = setting(
+        True, "The leader splits bundles over any of the thresholds below into halves."
+    )
+    load_balancer_auto_unload_split_bundles_enabled: bool = setting(
+        True, "Unload the halves of an automatic split at once, so they can land elsewhere."
+    )
+    load_balancer_namespace_bundle_max_topics: int = setting(
+        1000, "Split a bundle serving more topics than this."
+    )
+    load_balancer_namespace_bundle_max_sessions: int = setting(
+        1000, "Split a bundle with more producers plus consumers than this."
+    )
+    load_balancer_namespace_bundle_max_msg_rate: float = setting(
+        30000.0, "Split a bundle whose messages in + out per second exceed this."
+    )
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: float = setting(
+        100.0, "Split a bundle whose bytes in + out per second exceed this many MB."
+    )
+    load_balancer_namespace_maximum_bundles: int = setting(
+        128, "Automatic splits stop when a namespace has this many bundles."
+    )
     take_over_stale_bundles: bool = setting(
         False,
         "Take over bundle records held by another metastore session at once instead of "

@@ -78,13 +78,22 @@ class Supervisor:
         self.startup_timeout_s = startup_timeout_s
         self.children: list[Child] = []
         self._stopping = False
+        self.stop_budget_s = STOP_BUDGET_S
 
     def _spawn(self, role: str, extra: list[str]) -> Child:
+        child = self._launch(role, role, self.ports[role], self.metrics_ports[role], extra)
+        self._await_ready(child)
+        return child
+
+    def _launch(
+        self, name: str, role: str, port: int, metrics_port: int, extra: list[str]
+    ) -> Child:
+        """Start one child process (``name`` names its log and ready files)."""
         run_dir = self.data_dir / "run"
         logs = self.data_dir / "logs"
         run_dir.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        ready = run_dir / f"{role}.ready.json"
+        ready = run_dir / f"{name}.ready.json"
         ready.unlink(missing_ok=True)
         cmd = [
             sys.executable,
@@ -92,37 +101,44 @@ class Supervisor:
             "broker.cli",
             role,
             "--port",
-            str(self.ports[role]),
+            str(port),
             "--metrics-port",
-            str(self.metrics_ports[role]),
+            str(metrics_port),
             "--ready-file",
             str(ready),
             *extra,
         ]
         if self.config_file:
             cmd += ["--config", self.config_file]
-        log_file = open(logs / f"{role}.log", "ab")  # noqa: SIM115 - owned by the child
+        log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         proc = subprocess.Popen(
             cmd, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
         )
         log_file.close()
-        child = Child(role, proc, ready)
+        child = Child(name, proc, ready)
         self.children.append(child)
+        return child
+
+    def _await_ready(self, child: Child) -> None:
+        """Until the child wrote its ready file and its health service says SERVING."""
         deadline = time.monotonic() + self.startup_timeout_s
+        log = self.data_dir / "logs" / f"{child.role}.log"
         while time.monotonic() < deadline:
             if self._stopping:
                 raise StartupError("stopped while starting")
-            if proc.poll() is not None:
+            if child.proc.poll() is not None:
                 raise StartupError(
-                    f"the {role} exited with code {proc.returncode} while starting; "
-                    f"see {logs / (role + '.log')}"
+                    f"the {child.role} exited with code {child.proc.returncode} while "
+                    f"starting; see {log}"
                 )
-            if ready.exists():
-                child.info = json.loads(ready.read_text())
+            if child.ready_file.exists():
+                child.info = json.loads(child.ready_file.read_text())
                 if health_serving(child.info["grpc"]):
-                    return child
+                    return
             time.sleep(0.05)
-        raise StartupError(f"the {role} did not become ready within {self.startup_timeout_s:g} s")
+        raise StartupError(
+            f"the {child.role} did not become ready within {self.startup_timeout_s:g} s"
+        )
 
     def start(self) -> dict:
         ms = self._spawn(
@@ -158,7 +174,7 @@ class Supervisor:
 
     def stop(self) -> None:
         self._stopping = True
-        deadline = time.monotonic() + STOP_BUDGET_S
+        deadline = time.monotonic() + self.stop_budget_s
         for child in reversed(self.children):
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGTERM)

@@ -91,11 +91,15 @@ class Connections:
     service URL's broker; follow redirects (carrying 'authoritative'); retry
     with backoff while a bundle is changing hands."""
 
-    def __init__(self, service_address: str, connection_timeout_ms: int, timeout_s: float) -> None:
+    def __init__(
+        self, service_addresses: list[str], connection_timeout_ms: int, timeout_s: float
+    ) -> None:
         self.connection_timeout_ms = connection_timeout_ms
         self.timeout_s = timeout_s
         self._pool: dict[str, Connection] = {}
-        self.service = self.get(service_address)
+        # A service URL may list several brokers: lookups go to the first that answers.
+        self._services = [self.get(a) for a in service_addresses]
+        self.service = self._services[0]
 
     def get(self, address: str) -> Connection:
         conn = self._pool.get(address)
@@ -107,6 +111,7 @@ class Connections:
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         delay = LOOKUP_BACKOFF_S[0]
         conn, authoritative, hops = self.service, False, 0
+        unreachable = 0  # service brokers that did not answer in a row
         while True:
             try:
                 # A broker named by a lookup may be dead with its registration
@@ -121,7 +126,12 @@ class Connections:
                 code = resp.error.code
             except ConnectError:
                 if conn is self.service:
-                    raise
+                    unreachable += 1
+                    if unreachable >= len(self._services):
+                        raise
+                    i = self._services.index(conn)
+                    self.service = conn = self._services[(i + 1) % len(self._services)]
+                    continue
                 code = common_pb2.SERVICE_NOT_READY
                 resp = broker_pb2.LookupResponse(
                     error=common_pb2.Error(
@@ -136,6 +146,7 @@ class Connections:
                 delay = min(delay * 2, LOOKUP_BACKOFF_S[1])
                 conn, authoritative = self.service, False
                 continue
+            unreachable = 0
             if code:
                 raise from_wire(resp.error)
             target = self.get(resp.broker_url)

@@ -110,6 +110,10 @@ class _Brokers:
         """Addresses of the live brokers."""
         return self._admin._json("ListBrokers", broker_pb2.ListBrokersRequest())  # type: ignore[return-value]
 
+    def get_leader_broker(self) -> dict[str, Any]:
+        """``{"serviceUrl": "host:port"}``: the load manager leader."""
+        return self._admin._json("LeaderBroker", broker_pb2.LeaderBrokerRequest())
+
 
 class _Namespaces:
     def __init__(self, admin: Admin) -> None:
@@ -119,6 +123,15 @@ class _Namespaces:
         """Release ``bundle`` (or every bundle) of ``namespace`` from its owner."""
         return self._admin._json(
             "Unload", broker_pb2.UnloadRequest(namespace=namespace, bundle=bundle or "")
+        )
+
+    def split_bundle(self, namespace: str, bundle: str, unload: bool = False) -> dict[str, Any]:
+        """Cut ``bundle`` of ``namespace`` in two halves (its owner does it);
+        with ``unload`` both halves are released at once, so they can be
+        placed on other brokers. ``{"bundle", "splitInto": [low, high]}``."""
+        return self._admin._json(
+            "SplitBundle",
+            broker_pb2.SplitBundleRequest(namespace=namespace, bundle=bundle, unload=unload),
         )
 
     def bundles(self, namespace: str) -> dict[str, Any]:

@@ -357,7 +357,7 @@ class Client:
             raise AlreadyClosed("the client is closed")
         if self._connections is None:
             self._connections = Connections(
-                self._addresses[0], self._connection_timeout_ms, self._operation_timeout_s
+                self._addresses, self._connection_timeout_ms, self._operation_timeout_s
             )
         return self._connections
 

@@ -360,6 +360,20 @@ class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class SplitBundleRequest(_message.Message):
+    __slots__ = ("namespace", "bundle", "unload")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    UNLOAD_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    bundle: str
+    unload: bool
+    def __init__(self, namespace: _Optional[str] = ..., bundle: _Optional[str] = ..., unload: _Optional[bool] = ...) -> None: ...
+
+class LeaderBrokerRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class UnloadRequest(_message.Message):
     __slots__ = ("namespace", "bundle")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

@@ -325,6 +325,16 @@ class BrokerAdminStub:
                 request_serializer=protos_dot_broker__pb2.UnloadRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.SplitBundle = channel.unary_unary(
+                '/magnetar.BrokerAdmin/SplitBundle',
+                request_serializer=protos_dot_broker__pb2.SplitBundleRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
+        self.LeaderBroker = channel.unary_unary(
+                '/magnetar.BrokerAdmin/LeaderBroker',
+                request_serializer=protos_dot_broker__pb2.LeaderBrokerRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -389,6 +399,21 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SplitBundle(self, request, context):
+        """namespaces split-bundle: cut a bundle in halves (done by its owner;
+        an unowned bundle is taken first), optionally unloading both halves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaderBroker(self, request, context):
+        """brokers leader-broker: the load manager leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -430,6 +455,16 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'Unload': grpc.unary_unary_rpc_method_handler(
                     servicer.Unload,
                     request_deserializer=protos_dot_broker__pb2.UnloadRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'SplitBundle': grpc.unary_unary_rpc_method_handler(
+                    servicer.SplitBundle,
+                    request_deserializer=protos_dot_broker__pb2.SplitBundleRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'LeaderBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaderBroker,
+                    request_deserializer=protos_dot_broker__pb2.LeaderBrokerRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -650,6 +685,60 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/Unload',
             protos_dot_broker__pb2.UnloadRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SplitBundle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/SplitBundle',
+            protos_dot_broker__pb2.SplitBundleRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaderBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/LeaderBroker',
+            protos_dot_broker__pb2.LeaderBrokerRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,

@@ -249,13 +249,21 @@ class MetastoreCluster:
 
 
 class BookieCluster:
-    """One metastore node and N bookies as separate processes on loopback."""
+    """A metastore (one node, or a Raft cluster of ``metastore_nodes``), N
+    bookies and any number of brokers, as separate processes on loopback."""
 
     def __init__(
-        self, data_dir: Path, n: int = 3, bookie_settings: list[str] | None = None
+        self,
+        data_dir: Path,
+        n: int = 3,
+        bookie_settings: list[str] | None = None,
+        metastore_nodes: int = 1,
+        broker_settings: list[str] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.n = n
+        self.metastore_nodes = metastore_nodes
+        self.broker_settings = broker_settings or []
         self.bookie_settings = bookie_settings or []
         self.metastore: MetastoreCluster | None = None
         self.procs: dict[int, subprocess.Popen] = {}
@@ -265,11 +273,12 @@ class BookieCluster:
     @property
     def metastore_address(self) -> str:
         assert self.metastore is not None
-        return self.metastore.address("1")
+        return ",".join(self.metastore.addresses)
 
     def start_all(self, timeout_s: float = 60) -> BookieCluster:
-        self.metastore = MetastoreCluster(self.data_dir / "metastore", 1)
-        self.metastore.peers = ""  # a one-node cluster
+        self.metastore = MetastoreCluster(self.data_dir / "metastore", self.metastore_nodes)
+        if self.metastore_nodes == 1:
+            self.metastore.peers = ""  # a one-node cluster
         self.metastore.start_all(timeout_s)
         for i in range(self.n):
             self.start(i)
@@ -331,8 +340,11 @@ class BookieCluster:
         if self.metastore is not None:
             self.metastore.stop_all()
 
-    def start_broker(self, name: str = "broker", timeout_s: float = 60) -> str:
-        """Start a broker process on this cluster; returns its service URL."""
+    def start_broker(
+        self, name: str = "broker", timeout_s: float = 60, settings: list[str] | None = None
+    ) -> str:
+        """Start a broker process on this cluster (``settings``: ``key=value``
+        after the cluster's ``broker_settings``); returns its service URL."""
         d = self.data_dir / name
         d.mkdir(parents=True, exist_ok=True)
         ready = d / "ready.json"
@@ -340,6 +352,8 @@ class BookieCluster:
         log = open(d / "broker.log", "a")  # noqa: SIM115 (kept by the process)
         cmd = [sys.executable, "-m", "broker.cli", "broker", "--metastore", self.metastore_address]
         cmd += ["--port", "0", "--metrics-port", "-1", "--ready-file", str(ready)]
+        for setting in [*self.broker_settings, *(settings or [])]:
+            cmd += ["--set", setting]
         proc = self.brokers[name] = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
 
         def check() -> bool:

@@ -3,6 +3,9 @@ placement, shedding and split decisions on simulated load tables."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
 from broker.bundle_state import (
@@ -18,7 +21,11 @@ from broker.bundles import HASH_MAX, BundleRange, InvalidBundleError, NamespaceB
 from broker.load_decisions import (
     BrokerLoad,
     BundleLoad,
+    ResourceWeights,
     SplitThresholds,
+    UsageHistory,
+    broker_load_from_report,
+    bundle_load_to_json,
     place,
     shed,
     split_candidates,
@@ -147,12 +154,19 @@ def _broker(name: str, usage: float, **bundle_rates: float) -> BrokerLoad:
     )
 
 
-def test_placement_picks_the_least_loaded_and_counts_pending_assignments():
-    brokers = [_broker("b1", 0.5), _broker("b2", 0.2), _broker("b3", 0.2)]
+def test_placement_picks_the_least_message_rate_counting_bundles_held():
+    brokers = [_broker("b1", 0.5, a=300), _broker("b2", 0.2, b=100), _broker("b3", 0.2, c=100)]
     assert place(brokers) == "b2"  # tie with b3: the name decides
-    assert place(brokers, {"b2": 1}) == "b3"
-    assert place(brokers, {"b2": 3, "b3": 3}, pending_weight=0.2) == "b1"
+    assert place(brokers, {"b2": 1}) == "b3"  # a held bundle adds the average (166 msg/s)
+    assert place(brokers, {"b2": 2, "b3": 2}) == "b1"
     assert place([]) is None
+
+
+def test_placement_leaves_out_overloaded_brokers_unless_all_are():
+    brokers = [_broker("b1", 0.9), _broker("b2", 0.5, b=5000)]
+    assert place(brokers) == "b2"  # b1 is idle but over 85 % CPU
+    assert place(brokers, overloaded=0.95) == "b1"
+    assert place([_broker("b1", 0.9, a=10), _broker("b2", 0.95)]) == "b2"
 
 
 def test_shedding_unloads_the_busiest_bundles_of_an_overloaded_broker_once_per_grace():
@@ -191,3 +205,85 @@ def test_split_candidates_over_any_threshold_within_the_namespace_limit():
     picked = split_candidates(loads, ns, {"a/x": 2, "a/full": 5}, limits)
     assert picked[0] == "r" and set(picked) == {"t", "s", "r"}  # w would make a/x 6 > 5
     assert "full" not in picked and "ok" not in picked
+
+
+def test_usage_is_the_largest_weighted_resource():
+    b = BrokerLoad("b1", cpu=0.9, memory=0.3, bandwidth_in=0.5, bandwidth_out=0.1)
+    assert ResourceWeights().usage(b) == 0.9
+    assert ResourceWeights(cpu=0.0).usage(b) == 0.5
+    assert ResourceWeights(cpu=0.0, bandwidth_in=0.0).usage(b) == 0.3
+    assert ResourceWeights(0.0, 0.0, 0.0, 0.0).usage(b) == 0.0
+
+
+def test_usage_history_smooths_and_forgets_brokers_that_left():
+    history = UsageHistory(0.9, ResourceWeights())
+    first = history.smooth([BrokerLoad("b1", cpu=0.1), BrokerLoad("b2", cpu=0.5)])
+    assert [b.usage for b in first] == [0.1, 0.5]  # a first report is taken as is
+    spike = history.smooth([BrokerLoad("b1", cpu=1.0)])
+    assert spike[0].usage == pytest.approx(0.9 * 0.1 + 0.1 * 1.0)  # one spike moves it a little
+    back = history.smooth([BrokerLoad("b2", cpu=0.0)])
+    assert back[0].usage == 0.0  # b2 missed a round: it starts afresh
+    assert UsageHistory(0.0, ResourceWeights()).smooth([BrokerLoad("b", cpu=0.7)])[0].usage == 0.7
+    with pytest.raises(ValueError):
+        UsageHistory(1.0, ResourceWeights())
+
+
+def test_a_report_round_trips_into_the_load_the_decisions_use():
+    load = BundleLoad(topics=3, sessions=7, msg_rate_in=10, msg_rate_out=5, throughput_in=100)
+    report = {
+        "cpu": 0.25,
+        "bandwidthIn": 0.5,
+        "bundles": {"t/n/0x0_0x1": bundle_load_to_json(load)},
+    }
+    parsed = broker_load_from_report(report, "b1")
+    assert parsed.broker == "b1" and parsed.cpu == 0.25 and parsed.memory == 0.0
+    assert parsed.usage == 0.5
+    assert parsed.bundles == {"t/n/0x0_0x1": load}
+    assert broker_load_from_report({}, "b2").bundles == {}
+
+
+@pytest.mark.parametrize("grace_s", [1800.0, 600.0])
+def test_simulated_shedding_moves_no_bundle_twice_within_the_grace_period(grace_s):
+    # 3 brokers; b1 starts with every bundle. Bundle rates swing with time,
+    # so a shedder without a grace period moves some bundles back and forth
+    # (checked: with grace 0, 5 of the 12 move twice within 30 minutes). Each
+    # round the leader sheds, and every shed bundle goes to the least loaded
+    # other broker. Usage = message rate over a capacity of 20,000 msg/s.
+    base = {f"bundle-{i}": 1000.0 * (i % 5 + 1) for i in range(12)}
+    rates = dict(base)
+    owner = {name: "b1" for name in base}
+    moved_at: dict[str, float] = {}
+    moves: list[tuple[float, str]] = []
+
+    def loads() -> list[BrokerLoad]:
+        out = {b: BrokerLoad(b) for b in ("b1", "b2", "b3")}
+        for name, broker in owner.items():
+            out[broker].bundles[name] = BundleLoad(msg_rate_in=rates[name])
+        for b in out.values():
+            b.cpu = b.msg_rate / 20000
+        return list(out.values())
+
+    for round_no in range(60):  # one round a minute, for an hour
+        now = round_no * 60.0
+        for i, name in enumerate(base):
+            rates[name] = base[name] * (1 + 0.8 * math.sin(round_no / 3 + i))
+        for name, source in shed(loads(), 0.1, moved_at, now, grace_s):
+            owner[name] = place([b for b in loads() if b.broker != source]) or source
+            moved_at[name] = now
+            moves.append((now, name))
+    assert moves, "nothing was shed"
+    for name in base:
+        times = [t for t, n in moves if n == name]
+        assert all(b - a >= grace_s for a, b in itertools.pairwise(times)), (name, times)
+    # Bounded: no bundle moves more often than once per grace period.
+    assert len(moves) <= len(base) * (60 * 60 / grace_s + 1)
+
+
+def test_placement_spreads_over_idle_brokers_whatever_their_cpu_noise():
+    brokers = [_broker("b1", 0.04), _broker("b2", 0.31), _broker("b3", 0.07)]
+    held: dict[str, int] = {}
+    for _ in range(9):
+        chosen = place(brokers, held)
+        assert chosen is not None
+        held[chosen] = held.get(chosen, 0) + 1
+    assert held == {"b1": 3, "b2": 3, "b3": 3}

@@ -1,0 +1,300 @@
+"""The load manager (DESIGN §5): load reports, the leader, shedding and
+automatic bundle splits.
+
+Theory of operation. Every ``load_balancer_report_interval_ms`` each broker
+publishes its load report at ``/loadbalance/brokers/{address}`` (ephemeral
+on its metastore session: the key is also its registration) and checks
+``/loadbalance/leader``; when that key is missing it tries to create it,
+ephemeral and with compare-and-set, so exactly one broker leads and a new
+one takes over when the leader's session ends. The leader places unowned
+bundles at lookup time (``ownership.py``), and every
+``load_balancer_shedding_interval_minutes`` it:
+
+* smooths each broker's usage (:class:`broker.load_decisions.UsageHistory`)
+  and asks :func:`broker.load_decisions.shed` which bundles to unload from
+  brokers above the average; the owner unloads them, and their next lookup
+  is placed away from it. When a bundle was last moved is kept at
+  ``/loadbalance/bundle-data/{tenant}/{ns}/{bundle}``, so a new leader honours
+  the grace period too;
+* asks :func:`broker.load_decisions.split_candidates` which bundles are over
+  a split threshold; their owners split them (and unload the halves).
+
+Reports carry fractions (CPU of this process over all cores, resident memory
+over the host's, message bytes over the NIC speed setting) and the load of
+the busiest bundles (``max_bundles_in_load_report``). CPU and memory come from
+psutil (the usual library for process figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import grpc
+import psutil
+
+from broker.bundles import BundleRange
+from broker.load_decisions import (
+    BundleLoad,
+    SplitThresholds,
+    UsageHistory,
+    broker_load_from_report,
+    bundle_load_to_json,
+    shed,
+    split_candidates,
+)
+from broker.ownership import BROKERS_PREFIX, LEADER_KEY, decode_leader, resource_weights
+from protos import broker_pb2, broker_pb2_grpc, common_pb2
+from protos.errors import MagnetarServerError
+from protos.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+BUNDLE_DATA_PREFIX = "/loadbalance/bundle-data/"
+# Bundles whose load one report lists (the busiest first).
+MAX_BUNDLES_IN_REPORT = 1000
+# How long the leader waits for an owner to unload or split a bundle.
+ADMIN_CALL_TIMEOUT_S = 60.0
+
+
+class LoadManager:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        s = service.settings
+        self.settings = s
+        self.address = service.address
+        self.is_leader = False
+        self.history = UsageHistory(
+            s.load_balancer_history_resource_percentage, resource_weights(s)
+        )
+        self.thresholds = SplitThresholds(
+            max_topics=s.load_balancer_namespace_bundle_max_topics,
+            max_sessions=s.load_balancer_namespace_bundle_max_sessions,
+            max_msg_rate=s.load_balancer_namespace_bundle_max_msg_rate,
+            max_bandwidth_bytes=s.load_balancer_namespace_bundle_max_bandwidth_mbytes * 1024 * 1024,
+            max_bundles_per_namespace=s.load_balancer_namespace_maximum_bundles,
+        )
+        self._process = psutil.Process()
+        self._process.cpu_percent(None)  # the first call only starts the measurement
+        self._cores = psutil.cpu_count() or 1
+        self._memory_total = psutil.virtual_memory().total
+        self._nic_bytes_per_s = s.load_balancer_override_broker_nic_speed_gbps * 1e9 / 8
+        self._last_round = time.monotonic()
+        self.shed_rounds = 0
+
+    # ---------------------------------------------------------------- the report
+
+    def report(self) -> dict:
+        """This broker's load report (the document under /loadbalance/brokers/)."""
+        bundles: dict[str, BundleLoad] = {}
+        rate_in = rate_out = bytes_in = bytes_out = 0.0
+        ownership = self.service.ownership
+        for key in ownership.owned:
+            bundles[key.removeprefix("/namespace/")] = BundleLoad()
+        for topic in list(self.service.topics.values()):
+            m_in, b_in = topic.meter_in.rates()
+            m_out, b_out = topic.meter_out.rates()
+            rate_in, rate_out = rate_in + m_in, rate_out + m_out
+            bytes_in, bytes_out = bytes_in + b_in, bytes_out + b_out
+            cached = ownership.cached_bundle_key(topic.name)
+            if cached is None:
+                continue
+            load = bundles.setdefault(cached.removeprefix("/namespace/"), BundleLoad())
+            load.topics += 1
+            load.sessions += len(topic.producers) + sum(
+                len(sub.consumers) for sub in topic.subscriptions.values()
+            )
+            load.msg_rate_in += m_in
+            load.msg_rate_out += m_out
+            load.throughput_in += b_in
+            load.throughput_out += b_out
+        busiest = sorted(bundles.items(), key=lambda kv: (-kv[1].msg_rate, kv[0]))
+        return {
+            "address": self.address,
+            "cluster": self.settings.cluster_name,
+            "cpu": self._process.cpu_percent(None) / 100 / self._cores,
+            "memory": self._process.memory_info().rss / self._memory_total,
+            "bandwidthIn": bytes_in / self._nic_bytes_per_s,
+            "bandwidthOut": bytes_out / self._nic_bytes_per_s,
+            "msgRateIn": rate_in,
+            "msgRateOut": rate_out,
+            "msgThroughputIn": bytes_in,
+            "msgThroughputOut": bytes_out,
+            "numTopics": len(self.service.topics),
+            "numBundles": len(ownership.owned),
+            "bundles": {
+                name: bundle_load_to_json(load) for name, load in busiest[:MAX_BUNDLES_IN_REPORT]
+            },
+            "timestampMs": int(time.time() * 1000),
+        }
+
+    async def publish(self) -> None:
+        session = self.service.ownership.session
+        if session is None or session.lost:
+            return
+        await self.service.metastore.put(
+            BROKERS_PREFIX + self.address,
+            json.dumps(self.report()).encode(),
+            session_id=session.id,
+        )
+
+    # ---------------------------------------------------------------- leadership
+
+    async def check_leader(self) -> None:
+        session = self.service.ownership.session
+        if session is None or session.lost:
+            self.is_leader = False
+            return
+        stat = await self.service.metastore.get(LEADER_KEY)
+        if stat is None:
+            body = json.dumps({"address": self.address}).encode()
+            try:
+                await self.service.metastore.put(
+                    LEADER_KEY, body, expected_version=-1, session_id=session.id
+                )
+            except MagnetarServerError as exc:
+                if exc.code != common_pb2.BAD_VERSION:
+                    raise
+                stat = await self.service.metastore.get(LEADER_KEY)
+            else:
+                log.info("%s is now the load manager leader", self.address)
+                self.is_leader = True
+                self._last_round = time.monotonic()
+                return
+        leading = stat is not None and stat.session_id == session.id
+        if self.is_leader and not leading:
+            log.info("%s is no longer the load manager leader", self.address)
+        self.is_leader = leading and stat is not None and decode_leader(stat.value) == self.address
+
+    # ---------------------------------------------------------------- the loop
+
+    async def run_forever(self) -> None:
+        if not self.settings.load_balancer_enabled:
+            return
+        interval_s = self.settings.load_balancer_report_interval_ms / 1000
+        round_s = self.settings.load_balancer_shedding_interval_minutes * 60
+        while True:
+            try:
+                await self.publish()
+                await self.check_leader()
+                if self.is_leader and time.monotonic() - self._last_round >= round_s:
+                    self._last_round = time.monotonic()
+                    await self.leader_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("load manager tick failed: %s", exc)
+            await asyncio.sleep(interval_s)  # the report period
+
+    async def leader_round(self) -> None:
+        """One round of the leader's decisions: shed, then split."""
+        metastore = self.service.metastore
+        records, _ = await metastore.list_prefix(BROKERS_PREFIX)
+        brokers = []
+        for r in records:
+            try:
+                brokers.append(
+                    broker_load_from_report(json.loads(r.value), r.key[len(BROKERS_PREFIX) :])
+                )
+            except (ValueError, TypeError, AttributeError):
+                continue
+        self.history.smooth(brokers)
+        s = self.settings
+        self.shed_rounds += 1
+        if s.load_balancer_shedding_enabled:
+            moved_at = await self._moved_at()
+            decisions = shed(
+                brokers,
+                s.load_balancer_broker_threshold_shedder_percentage / 100,
+                moved_at,
+                time.time(),
+                s.load_balancer_shedding_grace_period_minutes * 60,
+            )
+            for bundle, owner in decisions:
+                log.info("load manager: unloading %s from %s (overloaded)", bundle, owner)
+                await self._record_move(bundle)
+                await self._ask(owner, bundle, split=False)
+        if s.load_balancer_auto_bundle_split_enabled:
+            loads: dict[str, BundleLoad] = {}
+            owners: dict[str, str] = {}
+            for b in brokers:
+                for name, load in b.bundles.items():
+                    loads[name], owners[name] = load, b.broker
+            namespace_of = {name: name.rsplit("/", 1)[0] for name in loads}
+            counts: dict[str, int] = {}
+            for ns in set(namespace_of.values()):
+                counts[ns] = len(
+                    (await self.service.ownership.bundles_of(_any_topic(ns), fresh=True)).bundles
+                )
+            for bundle in split_candidates(loads, namespace_of, counts, self.thresholds):
+                log.info(
+                    "load manager: splitting %s on %s (over a threshold)", bundle, owners[bundle]
+                )
+                await self._ask(owners[bundle], bundle, split=True)
+
+    async def _moved_at(self) -> dict[str, float]:
+        records, _ = await self.service.metastore.list_prefix(BUNDLE_DATA_PREFIX)
+        out = {}
+        for r in records:
+            try:
+                out[r.key[len(BUNDLE_DATA_PREFIX) :]] = json.loads(r.value)["lastMovedMs"] / 1000
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    async def _record_move(self, bundle: str) -> None:
+        body = json.dumps({"lastMovedMs": int(time.time() * 1000)}).encode()
+        await self.service.metastore.put(BUNDLE_DATA_PREFIX + bundle, body)
+
+    async def _ask(self, owner: str, bundle: str, split: bool) -> None:
+        """Have ``owner`` unload or split ``bundle`` (``tenant/ns/0x.._0x..``)."""
+        ns, _, name = bundle.rpartition("/")
+        try:
+            if owner == self.address:
+                topic = _any_topic(ns)
+                if split:
+                    range_ = BundleRange.parse(name)
+                    await self.service.split_bundle(
+                        topic, range_, self.settings.load_balancer_auto_unload_split_bundles_enabled
+                    )
+                else:
+                    await self.service.unload_bundle(f"/namespace/{bundle}")
+                return
+            async with grpc.aio.insecure_channel(owner) as channel:
+                stub = broker_pb2_grpc.BrokerAdminStub(channel)
+                if split:
+                    resp = await stub.SplitBundle(
+                        broker_pb2.SplitBundleRequest(
+                            namespace=ns,
+                            bundle=name,
+                            unload=self.settings.load_balancer_auto_unload_split_bundles_enabled,
+                        ),
+                        timeout=ADMIN_CALL_TIMEOUT_S,
+                    )
+                else:
+                    resp = await stub.Unload(
+                        broker_pb2.UnloadRequest(namespace=ns, bundle=name),
+                        timeout=ADMIN_CALL_TIMEOUT_S,
+                    )
+            if resp.error.code:
+                log.warning(
+                    "load manager: %s of %s failed: %s",
+                    "split" if split else "unload",
+                    bundle,
+                    resp.error.message,
+                )
+        except (grpc.RpcError, MagnetarServerError, ValueError) as exc:
+            log.warning(
+                "load manager: %s of %s failed: %s", "split" if split else "unload", bundle, exc
+            )
+
+
+def _any_topic(namespace: str) -> TopicName:
+    """A topic name of ``namespace``, for calls that take one to find it."""
+    return TopicName.parse(f"persistent://{namespace}/_")

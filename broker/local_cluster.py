@@ -1,0 +1,128 @@
+"""``magnetar local-cluster``: a whole cluster on one machine, by default 3
+metastore nodes (one Raft group), 3 bookies and 3 brokers, as child
+processes under one supervisor (the standalone supervisor's start, stop
+and child-death handling).
+
+Ports are fixed so that a restart finds the same cluster: node ``i`` (from
+0) of each role listens on its role's default port plus an offset, shifted
+again by ``--port-offset``:
+
+    metastore i   gRPC 2379 + 2i, Raft 2380 + 2i, metrics 7000 + i
+    bookie i      gRPC 3181 + i,                  metrics 8000 + i
+    broker i      gRPC 6650 + i,                  metrics 8080 + i
+
+Data lives under ``<data-dir>/metastore-i`` and ``<data-dir>/bookie-i``; logs
+under ``<data-dir>/logs``. Brokers keep the cluster defaults (E/Qw/Qa =
+2/2/2). The printed service URL lists every broker; ``endpoints.json``
+holds every address and pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from broker.standalone import Child, StartupError, Supervisor
+
+METASTORE_PORT, RAFT_PORT, BOOKIE_PORT, BROKER_PORT = 2379, 2380, 3181, 6650
+METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS = 7000, 8000, 8080
+
+
+class LocalCluster(Supervisor):
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        metastores: int = 3,
+        bookies: int = 3,
+        brokers: int = 3,
+        port_offset: int = 0,
+        config_file: str | None = None,
+        startup_timeout_s: float = 90.0,
+    ) -> None:
+        super().__init__(
+            data_dir,
+            metastore_port=0,
+            raft_port=0,
+            bookie_port=0,
+            broker_port=0,
+            metrics_ports=(-1, -1, -1),
+            config_file=config_file,
+            startup_timeout_s=startup_timeout_s,
+        )
+        if not (metastores % 2 == 1 and bookies >= 1 and brokers >= 1):
+            raise StartupError(
+                f"{metastores} metastores, {bookies} bookies, {brokers} brokers: a cluster "
+                "needs an odd number of metastore nodes and at least one bookie and broker"
+            )
+        self.counts = (metastores, bookies, brokers)
+        self.stop_budget_s = 30.0  # brokers hand their bundles over first
+        self.offset = port_offset
+
+    def _all_ready(self, children: list[Child]) -> list[Child]:
+        for child in children:
+            self._await_ready(child)
+        return children
+
+    def start(self) -> dict:
+        metastores, bookies, brokers = self.counts
+        o = self.offset
+        peers = ",".join(
+            f"{i + 1}=127.0.0.1:{METASTORE_PORT + 2 * i + o}:{RAFT_PORT + 2 * i + o}"
+            for i in range(metastores)
+        )
+        # The metastore nodes start together: none is ready before a majority runs.
+        ms = self._all_ready(
+            [
+                self._launch(
+                    f"metastore-{i}",
+                    "metastore",
+                    METASTORE_PORT + 2 * i + o,
+                    METASTORE_METRICS + i + o,
+                    [
+                        *("--id", str(i + 1), "--peers", peers),
+                        *("--data-dir", str(self.data_dir / f"metastore-{i}")),
+                    ],
+                )
+                for i in range(metastores)
+            ]
+        )
+        metastore = ",".join(c.info["grpc"] for c in ms)
+        bk = self._all_ready(
+            [
+                self._launch(
+                    f"bookie-{i}",
+                    "bookie",
+                    BOOKIE_PORT + i + o,
+                    BOOKIE_METRICS + i + o,
+                    ["--data-dir", str(self.data_dir / f"bookie-{i}"), "--metastore", metastore],
+                )
+                for i in range(bookies)
+            ]
+        )
+        br = self._all_ready(
+            [
+                self._launch(
+                    f"broker-{i}",
+                    "broker",
+                    BROKER_PORT + i + o,
+                    BROKER_METRICS + i + o,
+                    ["--metastore", metastore],
+                )
+                for i in range(brokers)
+            ]
+        )
+        endpoints = {
+            "service_url": "magnetar://" + ",".join(c.info["grpc"] for c in br),
+            "brokers": [c.info["grpc"] for c in br],
+            "bookies": [c.info["grpc"] for c in bk],
+            "metastores": [c.info["grpc"] for c in ms],
+            "metrics": {c.role: c.info.get("metrics") for c in self.children},
+            "pids": {c.role: c.proc.pid for c in self.children},
+            "supervisor_pid": os.getpid(),
+        }
+        tmp = self.data_dir / "endpoints.json.tmp"
+        tmp.write_text(json.dumps(endpoints, indent=2))
+        os.replace(tmp, self.data_dir / "endpoints.json")
+        return endpoints
