@@ -21,7 +21,7 @@ bundles at lookup time (``ownership.py``), and every
 
 Reports carry fractions (CPU of this process over all cores, resident memory
 over the host's, message bytes over the NIC speed setting) and the load of
-the busiest bundles (``max_bundles_in_load_report``). CPU and memory come from
+the busiest bundles (``load_balancer_max_number_of_bundles_in_bundle_load_report``). CPU and memory come from
 psutil (the usual library for process figures).
 """
 
@@ -57,8 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUNDLE_DATA_PREFIX = "/loadbalance/bundle-data/"
-# Bundles whose load one report lists (the busiest first).
-MAX_BUNDLES_IN_REPORT = 1000
 # How long the leader waits for an owner to unload or split a bundle.
 ADMIN_CALL_TIMEOUT_S = 60.0
 
@@ -129,7 +127,10 @@ class LoadManager:
             "numTopics": len(self.service.topics),
             "numBundles": len(ownership.owned),
             "bundles": {
-                name: bundle_load_to_json(load) for name, load in busiest[:MAX_BUNDLES_IN_REPORT]
+                name: bundle_load_to_json(load)
+                for name, load in busiest[
+                    : self.settings.load_balancer_max_number_of_bundles_in_bundle_load_report
+                ]
             },
             "timestampMs": int(time.time() * 1000),
         }

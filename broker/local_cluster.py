@@ -19,7 +19,6 @@ holds every address and pid.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -122,7 +121,5 @@ class LocalCluster(Supervisor):
             "pids": {c.role: c.proc.pid for c in self.children},
             "supervisor_pid": os.getpid(),
         }
-        tmp = self.data_dir / "endpoints.json.tmp"
-        tmp.write_text(json.dumps(endpoints, indent=2))
-        os.replace(tmp, self.data_dir / "endpoints.json")
+        self.write_endpoints(endpoints)
         return endpoints

@@ -712,7 +712,9 @@ class ManagedCursor:
                 self._mark_dirty()
 
     async def persist(self) -> None:
-        if not self.durable:
+        # A fenced ledger means another broker serves the topic and owns this
+        # cursor's record now: writing it would undo the new owner's state.
+        if not self.durable or self.ledger.fenced_by_other:
             return
         self._dirty = False
         self._last_persist = time.monotonic()

@@ -109,6 +109,9 @@ class BrokerSettings:
     load_balancer_report_interval_ms: int = setting(
         5000, "How often a broker publishes its load report (and checks who leads)."
     )
+    load_balancer_max_number_of_bundles_in_bundle_load_report: int = setting(
+        1000, "Bundles whose load a broker's report lists, the busiest first."
+    )
     load_balancer_shedding_enabled: bool = setting(
         True, "The leader unloads bundles from brokers loaded above the average."
     )

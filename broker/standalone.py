@@ -167,10 +167,14 @@ class Supervisor:
             "pids": {c.role: c.proc.pid for c in self.children},
             "supervisor_pid": os.getpid(),
         }
+        self.write_endpoints(endpoints)
+        return endpoints
+
+    def write_endpoints(self, endpoints: dict) -> None:
+        """``<data-dir>/endpoints.json``, replaced atomically."""
         tmp = self.data_dir / "endpoints.json.tmp"
         tmp.write_text(json.dumps(endpoints, indent=2))
         os.replace(tmp, self.data_dir / "endpoints.json")
-        return endpoints
 
     def stop(self) -> None:
         self._stopping = True

@@ -7,8 +7,11 @@ owner does not see."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +26,7 @@ from client.admin import Admin
 from metastore.client import MetastoreClient
 from protos import common_pb2
 from protos.topic_name import TopicName
-from tests.harness import BookieCluster, wait_for
+from tests.harness import ROOT, BookieCluster, wait_for
 from tests.traffic import Traffic, check_traffic, owner_of, place_topic_on, sends_go_on
 
 NS = "public/default"
@@ -68,6 +71,21 @@ def _finish(traffics: list[Traffic]) -> None:
         t.drain()
         t.close()
         check_traffic(t)
+
+
+_CLI = [sys.executable, "-m", "broker.cli", "admin"]
+
+
+def _cli(url: str, *args: str) -> str:
+    out = subprocess.run(
+        [*_CLI, "--service-url", url, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout
 
 
 @pytest.fixture
@@ -181,6 +199,23 @@ def test_lookups_of_unowned_bundles_are_placed_by_the_leader(make_cluster):
     assert owner in urls
     # Every broker answers the same owner now.
     assert {owner_of(u, topic) for u in urls} == {owner}
+    # The CLI names the leader, and splits a bundle nobody owns yet (the
+    # broker asked takes it first).
+    assert json.loads(_cli(follower, "brokers", "leader-broker")) == {"serviceUrl": address}
+    free = next(b for b, rec in _bundles(follower).items() if rec["state"] == "free")
+    done = json.loads(_cli(follower, "namespaces", "split-bundle", NS, "--bundle", free))
+    assert done["bundle"] == free and len(done["splitInto"]) == 2
+    bundles = _bundles(urls[2])
+    assert free not in bundles and set(done["splitInto"]) <= set(bundles) and len(bundles) == 5
+    bad = subprocess.run(
+        [*_CLI, "--service-url", follower, "namespaces", "split-bundle", NS, "-b", "0x1_0x0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0 and "0xLOWER_0xUPPER" in bad.stderr
+    assert len(_bundles(urls[2])) == 5  # nothing changed
 
 
 def test_an_old_owner_paused_past_its_session_is_fenced_and_acknowledges_nothing(make_cluster):

@@ -1,0 +1,125 @@
+"""``magnetar local-cluster`` (``make cluster``): 3 metastore nodes, 3
+bookies and 3 brokers from one command; clients produce and consume through
+the printed multi-broker service URL; Ctrl-C stops every process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from broker.local_cluster import (
+    BOOKIE_METRICS,
+    BOOKIE_PORT,
+    BROKER_METRICS,
+    BROKER_PORT,
+    METASTORE_METRICS,
+    METASTORE_PORT,
+)
+from client import Client, InitialPosition
+from client.admin import Admin
+from metastore.client import MetastoreClient
+from tests.harness import ROOT, wait_for
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_offset() -> int:
+    """A port offset under which every port of a 3x3x3 cluster is free."""
+    for offset in range(20000, 40000, 97):
+        ports = [METASTORE_PORT + offset + i for i in range(6)]
+        for base in (BOOKIE_PORT, BROKER_PORT, METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS):
+            ports += [base + offset + i for i in range(3)]
+        if all(_free(p) for p in ports):
+            return offset
+    raise AssertionError("no free port range for the cluster")
+
+
+def _ledgers(metastores: str) -> list[dict]:
+    async def read() -> list[dict]:
+        ms = MetastoreClient(metastores)
+        try:
+            records, _ = await ms.list_prefix("/ledgers/")
+            return [json.loads(r.value) for r in records if r.key != "/ledgers/id-counter"]
+        finally:
+            await ms.close()
+
+    return asyncio.run(read())
+
+
+def test_local_cluster_runs_three_of_each_and_stops_on_ctrl_c(tmp_path: Path):
+    data = tmp_path / "data-cluster"
+    offset = _free_offset()
+    log = open(tmp_path / "supervisor.log", "w")  # noqa: SIM115 (kept by the process)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "broker.cli", "local-cluster"),
+            *("--data-dir", str(data), "--port-offset", str(offset)),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    endpoints_file = data / "endpoints.json"
+    try:
+        wait_for(
+            lambda: endpoints_file.exists() or proc.poll() is not None, 120, "the cluster to start"
+        )
+        assert proc.poll() is None, (tmp_path / "supervisor.log").read_text()
+        endpoints = json.loads(endpoints_file.read_text())
+        assert len(endpoints["metastores"]) == len(endpoints["bookies"]) == 3
+        assert endpoints["brokers"] == [f"127.0.0.1:{BROKER_PORT + offset + i}" for i in range(3)]
+        url = endpoints["service_url"]
+        assert url == "magnetar://" + ",".join(endpoints["brokers"])
+        with Client(url) as client:
+            consumer = client.subscribe(
+                "local-cluster", "s", initial_position=InitialPosition.Earliest
+            )
+            producer = client.create_producer("local-cluster")
+            for i in range(20):
+                producer.send(f"m{i}".encode())
+            got = [consumer.receive(timeout_millis=10000).data() for _ in range(20)]
+        assert got == [f"m{i}".encode() for i in range(20)]
+        with Admin(url) as admin:
+            assert sorted(admin.brokers.list()) == sorted(endpoints["brokers"])
+            wait_for(
+                lambda: admin.brokers.get_leader_broker()["serviceUrl"] in endpoints["brokers"],
+                30,
+                "a load manager leader",
+            )
+        # Ledgers are 2/2/2 (the cluster default), not standalone's 1/1/1.
+        ledgers = _ledgers(",".join(endpoints["metastores"]))
+        assert ledgers and {(md["ensemble_size"], md["write_quorum"]) for md in ledgers} == {(2, 2)}
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        for pid in endpoints["pids"].values():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            raise AssertionError(f"child {pid} still runs after Ctrl-C")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+            for pid in (
+                json.loads(endpoints_file.read_text())["pids"].values()
+                if endpoints_file.exists()
+                else []
+            ):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
