@@ -64,6 +64,20 @@ def _bundles(url: str) -> dict[str, dict]:
         return {b["bundle"]: b for b in admin.namespaces.bundles(NS)["bundles"]}
 
 
+def _reports(cluster: BookieCluster) -> dict[str, dict]:
+    """Every broker's load report, by address."""
+
+    async def read() -> dict[str, dict]:
+        ms = MetastoreClient(cluster.metastore_address)
+        try:
+            records, _ = await ms.list_prefix("/loadbalance/brokers/")
+            return {r.key.rsplit("/", 1)[1]: json.loads(r.value) for r in records}
+        finally:
+            await ms.close()
+
+    return asyncio.run(read())
+
+
 def _finish(traffics: list[Traffic]) -> None:
     for t in traffics:
         t.stop_producing()
@@ -131,7 +145,7 @@ def test_a_bundle_over_the_topic_threshold_is_split_and_its_halves_move(make_clu
 def test_an_overloaded_broker_sheds_bundles_once_within_the_grace_period(make_cluster):
     # Usage is message bandwidth only, against a tiny NIC: the broker with
     # all the traffic is far above the average.
-    _, urls = make_cluster(
+    c, urls = make_cluster(
         [
             "load_balancer_auto_bundle_split_enabled=false",
             "load_balancer_cpu_resource_weight=0",
@@ -155,6 +169,22 @@ def test_an_overloaded_broker_sheds_bundles_once_within_the_grace_period(make_cl
                 seen.append(b["owner"])
         return owners
 
+    # The busy broker's load report: resources as fractions, per-bundle load.
+    def busy_report() -> dict:
+        return _reports(c)[urls[0].removeprefix("magnetar://")]
+
+    # (Shedding may start as soon as a report shows the traffic.)
+    wait_for(
+        lambda: any(b["msgRateIn"] > 0 for b in busy_report()["bundles"].values()),
+        30,
+        "the report to show traffic",
+    )
+    report = busy_report()
+    assert 0 <= report["cpu"] <= 1 and 0 < report["memory"] < 1
+    assert report["bandwidthIn"] > 1 and report["msgRateIn"] > 0  # over the tiny NIC
+    busy = [b for b in report["bundles"].values() if b["msgRateIn"] > 0]
+    assert busy and {(b["topics"], b["sessions"]) for b in busy} == {(1, 2)}
+    assert set(report["bundles"]) <= {f"{NS}/{b}" for b in _bundles(urls[0])}
     moved = lambda: [n for n, o in record().items() if len(o) > 1]  # noqa: E731
     wait_for(lambda: len(moved()) >= 1, 60, "the leader to shed a bundle from the busy broker")
     # Keep watching for a while (many shedding rounds): no bundle moves back.
