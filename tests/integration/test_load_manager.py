@@ -246,6 +246,11 @@ def test_lookups_of_unowned_bundles_are_placed_by_the_leader(make_cluster):
     )
     assert bad.returncode != 0 and "0xLOWER_0xUPPER" in bad.stderr
     assert len(_bundles(urls[2])) == 5  # nothing changed
+    # Unloading the whole namespace releases every owned bundle, wherever it is.
+    owned = sorted(b for b, rec in _bundles(urls[2]).items() if rec["state"] == "owned")
+    assert len(owned) >= 2  # the looked-up topic's bundle and the two halves
+    assert json.loads(_cli(urls[2], "namespaces", "unload", NS)) == {"unloaded": owned}
+    assert {rec["state"] for rec in _bundles(urls[2]).values()} == {"free"}
 
 
 def test_an_old_owner_paused_past_its_session_is_fenced_and_acknowledges_nothing(make_cluster):
