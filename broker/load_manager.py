@@ -46,7 +46,7 @@ from broker.load_decisions import (
     shed,
     split_candidates,
 )
-from broker.ownership import BROKERS_PREFIX, LEADER_KEY, decode_leader, resource_weights
+from broker.ownership import BROKERS_PREFIX, LEADER_KEY, resource_weights
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
@@ -171,7 +171,7 @@ class LoadManager:
         leading = stat is not None and stat.session_id == session.id
         if self.is_leader and not leading:
             log.info("%s is no longer the load manager leader", self.address)
-        self.is_leader = leading and stat is not None and decode_leader(stat.value) == self.address
+        self.is_leader = leading
 
     # ---------------------------------------------------------------- the loop
 

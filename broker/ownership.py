@@ -119,16 +119,21 @@ class Ownership:
         cached = self._bundles.get(ns)
         if cached is not None and not fresh:
             return cached
+        _, bundles, version = await self._read_policy(ns)
+        return bundles, version
+
+    async def _read_policy(self, ns: str) -> tuple[dict, NamespaceBundles, int]:
+        """The namespace's policy, its bundles and its version (cached too)."""
         stat = await self.metastore.get(policy_key(ns))
         if stat is None:
             raise MagnetarServerError(f"namespace {ns} does not exist", common_pb2.TOPIC_NOT_FOUND)
-        policy = json.loads(stat.value).get("bundles")
+        policy = json.loads(stat.value)
         bundles = NamespaceBundles.from_policy(
-            policy, self.settings.default_number_of_namespace_bundles
+            policy.get("bundles"), self.settings.default_number_of_namespace_bundles
         )
         if ns in self._bundles or len(self._bundles) < self.settings.max_namespaces_cached:
             self._bundles[ns] = (bundles, stat.version)
-        return bundles, stat.version
+        return policy, bundles, stat.version
 
     def forget_bundles(self, ns: str) -> None:
         self._bundles.pop(ns, None)
@@ -298,16 +303,12 @@ class Ownership:
         )
         try:
             for _ in range(10):  # compare-and-set on the policy; bounded
-                bundles, policy_version = await self._bundles_and_version(ns, fresh=True)
+                policy, bundles, policy_version = await self._read_policy(ns)
                 if bundle not in bundles.bundles:
                     raise MagnetarServerError(
                         f"{bundle.name} is no longer a bundle of {ns}", common_pb2.NOT_ALLOWED
                     )
                 after = bundles.split(bundle)
-                policy_stat = await self.metastore.get(policy_key(ns))
-                if policy_stat is None or policy_stat.version != policy_version:
-                    continue
-                policy = json.loads(policy_stat.value)
                 policy["bundles"] = after.to_policy()
                 owned = BundleRecord(BundleState.OWNED, self.address).encode()
                 ok, _ = await self.metastore.txn(

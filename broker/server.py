@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 import grpc
@@ -11,7 +10,6 @@ import grpc
 from bookie.ledger_client import LedgerClient, LedgerClientSettings
 from broker.admin_service import BrokerAdminService
 from broker.load_manager import LoadManager
-from broker.ownership import BROKERS_PREFIX
 from broker.service import BrokerService
 from broker.settings import BrokerSettings
 from metastore.client import MetastoreClient
@@ -51,9 +49,8 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     async def register() -> None:
         """A session, and this broker's ephemeral registration (its load report) on it."""
         session = await metastore.create_session(settings.session_ttl_ms, on_lost=session_lost)
-        report = json.dumps(load_manager.report()).encode()
-        await metastore.put(BROKERS_PREFIX + address, report, session_id=session.id)
         service.ownership.session = session
+        await load_manager.publish()
         sessions.append(session)
 
     async def recover() -> None:
