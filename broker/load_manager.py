@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUNDLE_DATA_PREFIX = "/loadbalance/bundle-data/"
+# The shortest interval a CPU figure is measured over.
+CPU_SAMPLE_MIN_S = 1.0
 # How long the leader waits for an owner to unload or split a bundle.
 ADMIN_CALL_TIMEOUT_S = 60.0
 
@@ -81,6 +83,8 @@ class LoadManager:
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # the first call only starts the measurement
         self._cores = psutil.cpu_count() or 1
+        self._cpu = 0.0  # the last figure measured over at least CPU_SAMPLE_MIN_S
+        self._cpu_since = time.monotonic()
         self._memory_total = psutil.virtual_memory().total
         self._nic_bytes_per_s = s.load_balancer_override_broker_nic_speed_gbps * 1e9 / 8
         self._last_round = time.monotonic()
@@ -116,7 +120,7 @@ class LoadManager:
         return {
             "address": self.address,
             "cluster": self.settings.cluster_name,
-            "cpu": self._process.cpu_percent(None) / 100 / self._cores,
+            "cpu": self._cpu_usage(),
             "memory": self._process.memory_info().rss / self._memory_total,
             "bandwidthIn": bytes_in / self._nic_bytes_per_s,
             "bandwidthOut": bytes_out / self._nic_bytes_per_s,
@@ -134,6 +138,17 @@ class LoadManager:
             },
             "timestampMs": int(time.time() * 1000),
         }
+
+    def _cpu_usage(self) -> float:
+        """This process's CPU over all cores since the last sample. A sample
+        over a few milliseconds (the report at registration, right after
+        start-up work) says nothing and would mark the broker overloaded:
+        until CPU_SAMPLE_MIN_S has passed, the last figure stands."""
+        now = time.monotonic()
+        if now - self._cpu_since >= CPU_SAMPLE_MIN_S:
+            self._cpu = self._process.cpu_percent(None) / 100 / self._cores
+            self._cpu_since = now
+        return self._cpu
 
     async def publish(self) -> None:
         session = self.service.ownership.session
