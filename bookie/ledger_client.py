@@ -51,11 +51,12 @@ from bookie.quorum import (
     fence_covers_all_write_sets,
     fence_quorum,
     recovery_read_outcome,
+    stripe_offsets,
     write_set,
 )
 from metastore.client import BadVersionError, MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
-from protos.digest import entry_digest
+from protos.digest import encode_record, entry_digest, pack_record
 from protos.errors import MagnetarServerError
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,19 @@ def _check(err: common_pb2.Error, what: str) -> None:
         raise BKError(f"{what}: {err.message}", err.code)
 
 
+# AddRequest.entries is field 9, length-delimited: tag (9 << 3) | 2.
+_ENTRIES_TAG = bytes([(9 << 3) | 2])
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 class BookieConnection:
     """One channel to one bookie; adds of every ledger share its stream."""
 
@@ -143,25 +157,52 @@ class BookieConnection:
         self.timeout_s = timeout_s
         self._channel = grpc.aio.insecure_channel(address, options=serving.grpc_options())
         self.stub = bookie_pb2_grpc.BookieStub(self._channel)
+        # The add stream sends requests already serialised (send_records
+        # builds them with one join), so no serializer.
+        self._add_entries = self._channel.stream_stream(
+            "/magnetar.Bookie/AddEntries",
+            request_serializer=None,
+            response_deserializer=bookie_pb2.AddResponse.FromString,
+        )
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._outq: asyncio.Queue | None = None
         self._tasks: list[asyncio.Task] = []
 
     def send_add(self, req: bookie_pb2.AddRequest) -> asyncio.Future:
+        """Send one add request (its request id is set here); the future
+        gives the bookie's AddResponse."""
+        req.request_id = next(self._ids)
+        return self._send_serialized(req.request_id, req.SerializeToString())
+
+    def send_records(
+        self, ledger_id: int, key: bytes, records: list[bytes], recovery: bool = False
+    ) -> asyncio.Future:
+        """An add request of packed ``records`` (protos/digest.py), serialised
+        by hand: the fields before ``entries``, then ``entries``' tag, length
+        and the records, in one join, so each payload is copied once."""
+        request_id = next(self._ids)
+        head = bookie_pb2.AddRequest(
+            request_id=request_id, ledger_id=ledger_id, master_key=key, recovery=recovery
+        ).SerializeToString()
+        size = sum(map(len, records))
+        parts = [head, _ENTRIES_TAG, _varint(size)]
+        parts += records
+        return self._send_serialized(request_id, b"".join(parts))
+
+    def _send_serialized(self, request_id: int, data: bytes) -> asyncio.Future:
         if self._outq is None:
             self._open_stream()
         assert self._outq is not None
-        req.request_id = next(self._ids)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending[req.request_id] = fut
-        self._outq.put_nowait(req)
+        self._pending[request_id] = fut
+        self._outq.put_nowait(data)
         return fut
 
     def _open_stream(self) -> None:
         outq: asyncio.Queue = asyncio.Queue()
         self._outq = outq
-        call = self.stub.AddEntries()
+        call = self._add_entries()
 
         async def writer() -> None:
             while True:
@@ -287,9 +328,12 @@ class LedgerWriter:
         self.length = 0
         # (last entry id, future) per add/add_many call, in entry order.
         self._waiters: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
-        # Unconfirmed entries, kept to resend them after an ensemble change.
-        self._unconfirmed: dict[int, tuple[int, int, bytes]] = {}
-        self._unsent: list[int] = []
+        # Records (protos/digest.py) of unconfirmed entries, kept to resend
+        # them after an ensemble change.
+        self._unconfirmed: dict[int, bytes] = {}
+        # Records of the entries not sent yet: always the run of entry ids
+        # that ends just before _next_entry_id.
+        self._unsent: list[bytes] = []
         self._flush_scheduled = False
         self._failure: BaseException | None = None
         self._replacing: set[int] = set()
@@ -330,11 +374,13 @@ class LedgerWriter:
         entry_id = self._next_entry_id
         lac, ledger_id = self.lac, self.ledger_id
         unconfirmed, unsent = self._unconfirmed, self._unsent
+        length = 0
         for payload in payloads:
-            unconfirmed[entry_id] = (lac, entry_digest(ledger_id, entry_id, lac, payload), payload)
-            unsent.append(entry_id)
-            self.length += len(payload)
+            unconfirmed[entry_id] = record = pack_record(ledger_id, entry_id, lac, payload)
+            unsent.append(record)
+            length += len(payload)
             entry_id += 1
+        self.length += length
         if entry_id == self._next_entry_id:
             fut.set_result(self.lac)
             return fut
@@ -346,53 +392,102 @@ class LedgerWriter:
         return fut
 
     def _flush(self) -> None:
+        """Send the unsent run, unless every bookie already has
+        ``max_add_requests_in_flight`` requests unanswered: then the run
+        grows until an answer arrives (``_on_response`` flushes again), so
+        a busy writer sends fewer, larger requests and an idle one waits
+        for nothing."""
         self._flush_scheduled = False
-        unsent, self._unsent = self._unsent, []
-        if unsent and self._failure is None:
-            self._send(unsent, skip=self._replacing)
+        unsent = self._unsent
+        if not unsent or self._failure is not None:
+            return
+        settings = self.client.settings
+        in_flight, max_bytes = settings.max_add_requests_in_flight, settings.max_add_request_bytes
+        outstanding, replacing = self._outstanding, self._replacing
+        size = sum(map(len, unsent))
+        if size < max_bytes and all(
+            len(outstanding.get(idx, ())) >= in_flight
+            for idx in range(len(self._ensemble))
+            if idx not in replacing
+        ):
+            return
+        self._unsent = []
+        first = self._next_entry_id - len(unsent)
+        if size <= max_bytes:
+            self._send_run(first, unsent)
+            return
+        for lo, hi in _runs_under(unsent, max_bytes):
+            self._send_run(first + lo, unsent[lo:hi])
 
-    def _send(
-        self,
-        entry_ids: list[int],
-        only: int | None = None,
-        skip: frozenset[int] | set[int] = frozenset(),
-    ) -> None:
-        """One add request per bookie for ``entry_ids`` (to bookie ``only``, if given)."""
+    def _send_run(self, first: int, records: list[bytes]) -> None:
+        """Add requests for the contiguous entries ``first``.. with ``records``:
+        each bookie's share is list slices (bookie.quorum.stripe_offsets)."""
         md = self.metadata
-        unconfirmed = self._unconfirmed
-        rows = (
-            (entry_id, *unconfirmed[entry_id]) for entry_id in entry_ids if entry_id in unconfirmed
-        )  # entries confirmed meanwhile are left out
+        e_size, qw = md.ensemble_size, md.write_quorum
+        end = first + len(records)
+        for idx in range(e_size):
+            if idx in self._replacing:
+                continue  # its share is resent to the replacement
+            ids: Iterable[int]
+            share: list[bytes]
+            if qw == e_size:
+                ids, share = range(first, end), records
+            else:
+                share = []
+                id_list: list[int] = []
+                for k in stripe_offsets(first, e_size, qw, idx):
+                    share += records[k::e_size]
+                    id_list += range(first + k, end, e_size)
+                ids = id_list
+            if share:
+                self._request(idx, ids, share)
 
-        def wanted(idx: int) -> bool:
-            return (only is None or idx == only) and idx not in skip
-
-        requests = add_requests(
-            self.ledger_id, self._key, rows, md.ensemble_size, md.write_quorum, wanted
-        )
-        for idx, req in requests.items():
-            bookie_id = self._ensemble[idx]
-            ids = list(req.entry_ids)
-            try:
-                fut = self.client.connection(bookie_id).send_add(req)
-            except BKError as exc:
-                self._bookie_failed(idx, bookie_id, exc)
-                continue
-            self._outstanding.setdefault(idx, collections.deque()).append(
-                (bookie_id, time.monotonic())
-            )
-            fut.add_done_callback(functools.partial(self._on_response, idx, bookie_id, ids))
-        if self._watchdog is None and requests:
+    def _request(self, idx: int, ids: Iterable[int], records: list[bytes]) -> None:
+        bookie_id = self._ensemble[idx]
+        try:
+            fut = self.client.connection(bookie_id).send_records(self.ledger_id, self._key, records)
+        except BKError as exc:
+            self._bookie_failed(idx, bookie_id, exc)
+            return
+        self._outstanding.setdefault(idx, collections.deque()).append((bookie_id, time.monotonic()))
+        fut.add_done_callback(functools.partial(self._on_response, idx, bookie_id, ids))
+        if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch_timeouts())
 
+    def _resend(self, idx: int) -> None:
+        """Every unconfirmed entry whose write set holds ``idx``, to that
+        index's (new) bookie; the unsent run goes with the next flush."""
+        md = self.metadata
+        unsent_from = self._next_entry_id - len(self._unsent)
+        ids: list[int] = []
+        records: list[bytes] = []
+        limit = self.client.settings.max_add_request_bytes
+        size = 0
+        for entry_id, record in sorted(self._unconfirmed.items()):
+            if entry_id >= unsent_from:
+                break
+            if idx not in write_set(entry_id, md.ensemble_size, md.write_quorum):
+                continue
+            if records and size + len(record) > limit:
+                self._request(idx, ids, records)
+                ids, records, size = [], [], 0
+            ids.append(entry_id)
+            records.append(record)
+            size += len(record)
+        if records:
+            self._request(idx, ids, records)
+
     def _on_response(
-        self, idx: int, bookie_id: str, entry_ids: list[int], fut: asyncio.Future
+        self, idx: int, bookie_id: str, entry_ids: Iterable[int], fut: asyncio.Future
     ) -> None:
         sent = self._outstanding.get(idx)
         if sent and sent[0][0] == bookie_id:
             sent.popleft()
         if self._failure is not None:
             return
+        if self._unsent and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
         exc = fut.exception()
         if exc is None and fut.result().error.code != common_pb2.OK:
             err = fut.result().error
@@ -465,7 +560,10 @@ class LedgerWriter:
             self._replacing.discard(idx)
         if self._failure is None:
             # Everything unconfirmed that the failed bookie should hold goes to its replacement.
-            self._send(sorted(self._unconfirmed), only=idx)
+            self._resend(idx)
+            if self._unsent and not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
 
     async def _change_ensemble(self, idx: int, failed: str) -> None:
         candidates = [b for b in await self.client.writable_bookies() if b not in self._ensemble]
@@ -528,6 +626,12 @@ class LedgerWriter:
 class LedgerClientSettings:
     timeout_s: float = 30.0
     max_connections: int = 1000
+    # A writer holds new entries back while every bookie of its ensemble has
+    # this many add requests unanswered (they then go as one larger request).
+    max_add_requests_in_flight: int = 2
+    # Adds are cut into requests of at most this many record bytes (a bigger
+    # single entry goes alone); gRPC messages are bounded at 16 MiB.
+    max_add_request_bytes: int = 4 << 20
     rng: random.Random = field(default_factory=random.Random)
 
 
@@ -771,16 +875,21 @@ class LedgerClient:
         """
         e_size, qw = md.ensemble_size, md.write_quorum
 
+        records = [
+            (eid, encode_record(eid, lac, digest, payload)) for eid, lac, digest, payload in entries
+        ]
+
         def requests(only: set[int] | None) -> dict[int, bookie_pb2.AddRequest]:
-            return add_requests(
+            made = add_requests(
                 md.ledger_id,
                 key,
-                entries,
+                records,
                 e_size,
                 qw,
                 lambda idx: only is None or idx in only,
                 recovery=True,
             )
+            return {idx: req for idx, (_, req) in made.items()}
 
         async def add(ensemble: list[str], idx: int, req: bookie_pb2.AddRequest) -> int | None:
             try:
@@ -970,39 +1079,49 @@ class LedgerClient:
 def add_requests(
     ledger_id: int,
     key: bytes,
-    entries: Iterable[tuple[int, int, int, bytes]],
+    records: Iterable[tuple[int, bytes]],
     ensemble_size: int,
     write_quorum: int,
     wanted: Callable[[int], bool],
     recovery: bool = False,
-) -> dict[int, bookie_pb2.AddRequest]:
-    """One add request per ensemble index for ``(entry id, lac, digest, payload)``
-    rows, each entry to the indexes of its write set that ``wanted`` keeps."""
-    cols: dict[int, tuple[list[int], list[int], list[int], list[bytes]]] = {}
-    for entry_id, lac, digest, payload in entries:
+) -> dict[int, tuple[list[int], bookie_pb2.AddRequest]]:
+    """One add request per ensemble index, with its entry ids, for ``(entry
+    id, record)`` rows: each entry goes to the indexes of its write set that
+    ``wanted`` keeps."""
+    cols: dict[int, tuple[list[int], list[bytes]]] = {}
+    for entry_id, record in records:
         for i in range(write_quorum):
             idx = (entry_id + i) % ensemble_size
             if not wanted(idx):
                 continue
             c = cols.get(idx)
             if c is None:
-                c = cols[idx] = ([], [], [], [])
+                c = cols[idx] = ([], [])
             c[0].append(entry_id)
-            c[1].append(lac)
-            c[2].append(digest)
-            c[3].append(payload)
+            c[1].append(record)
     return {
-        idx: bookie_pb2.AddRequest(
-            ledger_id=ledger_id,
-            master_key=key,
-            entry_ids=ids,
-            lacs=lacs,
-            digests=digests,
-            payloads=payloads,
-            recovery=recovery,
+        idx: (
+            ids,
+            bookie_pb2.AddRequest(
+                ledger_id=ledger_id, master_key=key, entries=b"".join(recs), recovery=recovery
+            ),
         )
-        for idx, (ids, lacs, digests, payloads) in cols.items()
+        for idx, (ids, recs) in cols.items()
     }
+
+
+def _runs_under(records: list[bytes], limit: int) -> list[tuple[int, int]]:
+    """[lo, hi) index runs of ``records`` of at most ``limit`` bytes each (a
+    record larger than ``limit`` is a run of its own)."""
+    runs = []
+    lo, size = 0, 0
+    for i, record in enumerate(records):
+        if size and size + len(record) > limit:
+            runs.append((lo, i))
+            lo, size = i, 0
+        size += len(record)
+    runs.append((lo, len(records)))
+    return runs
 
 
 def entry_id_before(lac: int, seg_first: int) -> int:

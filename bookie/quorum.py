@@ -29,6 +29,17 @@ def write_set(entry_id: int, ensemble_size: int, write_quorum: int) -> list[int]
     return [(entry_id + i) % ensemble_size for i in range(write_quorum)]
 
 
+def stripe_offsets(first: int, ensemble_size: int, write_quorum: int, index: int) -> list[int]:
+    """Offsets k in [0, E) such that entries ``first + k``, ``first + k + E``,
+    ... of a contiguous run are the ones ensemble index ``index`` stores.
+
+    So a run's records for one bookie are ``records[k::E]`` for each k: list
+    slices instead of a write-set test per entry. With Qw == E every offset
+    is listed (every bookie stores everything).
+    """
+    return sorted((index - j - first) % ensemble_size for j in range(write_quorum))
+
+
 @dataclass
 class AckTracker:
     """Counts acks per entry and releases entries in order once each has Qa.

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
+from rocksdict import WriteBatch
 
 from bookie.settings import BookieSettings
-from bookie.storage import EntryStore, GroupCommitter, LedgerState, encode_value, entry_key
+from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning
 from metastore.client import MetastoreClient, MetastoreError, Session
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
-from protos.digest import entry_digest
+from protos.digest import RecordError, entry_digest
 from protos.errors import error
 
 log = logging.getLogger("bookie")
@@ -102,25 +103,17 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- adds
 
-    def _prepare_add(
-        self, req: bookie_pb2.AddRequest
-    ) -> tuple[list[tuple[bytes, bytes]], list[tuple[int, bytes]], LedgerState, int]:
-        n = len(req.entry_ids)
-        if n == 0 or not (len(req.lacs) == len(req.digests) == len(req.payloads) == n):
+    def _prepare_add(self, req: bookie_pb2.AddRequest) -> tuple[WriteBatch, int, LedgerState, int]:
+        """The request's write batch, entry count, ledger state and highest LAC;
+        :class:`_RequestError` (and nothing changed) if any of it is refused."""
+        if not req.entries:
             raise _RequestError(
-                common_pb2.INVALID_ARGUMENT,
-                f"add request {req.request_id}: {n} entry ids, {len(req.lacs)} lacs, "
-                f"{len(req.digests)} digests and {len(req.payloads)} payloads; they must be "
-                "equal and non-zero",
+                common_pb2.INVALID_ARGUMENT, f"add request {req.request_id} carries no entries"
             )
         if req.ledger_id < 0:
             raise _RequestError(common_pb2.INVALID_ARGUMENT, f"ledger id {req.ledger_id} < 0")
         state = self.store.ledger_state(req.ledger_id)
-        states: list[tuple[int, bytes]] = []
-        if state.master_key is None:
-            state.master_key = bytes(req.master_key)
-            states.append((req.ledger_id, state.encode()))
-        elif state.master_key != req.master_key:
+        if state.master_key is not None and state.master_key != req.master_key:
             raise _RequestError(
                 common_pb2.UNAUTHORIZED,
                 f"wrong master key for ledger {req.ledger_id}",
@@ -136,26 +129,21 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 f"bookie {self.bookie_id} is read-only (disk usage over "
                 f"{self.settings.read_only_disk_usage_percent}%)",
             )
-        entries = []
-        max_lac = state.lac
-        for eid, lac, digest, payload in zip(
-            req.entry_ids, req.lacs, req.digests, req.payloads, strict=True
-        ):
-            if eid < 0:
-                raise _RequestError(common_pb2.INVALID_ARGUMENT, f"entry id {eid} < 0")
-            if entry_digest(req.ledger_id, eid, lac, payload) != digest:
-                raise _RequestError(
-                    common_pb2.DIGEST_MISMATCH,
-                    f"digest mismatch on ledger {req.ledger_id} entry {eid}",
-                )
-            entries.append((entry_key(req.ledger_id, eid), encode_value(digest, lac, payload)))
-            max_lac = max(max_lac, lac)
-        return entries, states, state, max_lac
+        wb = self.store.new_batch()
+        try:
+            n, max_lac = self.store.put_records(wb, req.ledger_id, req.entries)
+        except RecordError as exc:
+            code = common_pb2.DIGEST_MISMATCH if exc.digest else common_pb2.INVALID_ARGUMENT
+            raise _RequestError(code, f"add request {req.request_id}: {exc}") from None
+        if state.master_key is None:  # the first add of a ledger sets its key
+            state.master_key = bytes(req.master_key)
+            self.store.put_state(wb, req.ledger_id, state.encode())
+        return wb, n, state, max_lac
 
     def _add(self, req: bookie_pb2.AddRequest) -> asyncio.Future:
         fut: asyncio.Future = self.loop.create_future()
         try:
-            entries, states, state, max_lac = self._prepare_add(req)
+            wb, n, state, max_lac = self._prepare_add(req)
         except _RequestError as exc:
             fut.set_result(
                 bookie_pb2.AddResponse(
@@ -166,12 +154,12 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             )
             return fut
         started = time.perf_counter()
-        size = sum(len(p) for p in req.payloads)
+        size = len(req.entries)
 
         def done(exc: BaseException | None) -> None:
             if exc is None:
                 state.lac = max(state.lac, max_lac)
-                ADDS.inc(len(entries))
+                ADDS.inc(n)
                 ADD_BYTES.inc(size)
                 ADD_LATENCY.observe(time.perf_counter() - started)
                 resp = bookie_pb2.AddResponse(request_id=req.request_id, ledger_id=req.ledger_id)
@@ -184,7 +172,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             if not fut.done():
                 fut.set_result(resp)
 
-        self.committer.submit(entries, states, done)
+        self.committer.submit(wb, n, size, done)
         return fut
 
     async def AddEntries(self, request_iterator, context):  # type: ignore[no-untyped-def]
@@ -307,7 +295,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     if not fut.done():
                         fut.set_result(exc)
 
-                self.committer.submit([], [(request.ledger_id, state.encode())], done)
+                wb = self.store.new_batch()
+                self.store.put_state(wb, request.ledger_id, state.encode())
+                self.committer.submit(wb, 0, 0, done)
                 exc = await fut
                 if exc is not None:
                     state.fenced = False
@@ -489,12 +479,20 @@ async def register_forever(
 
 async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("bookie", settings.log_level)
+    if not serving.tune_malloc(settings.malloc_trim_threshold_mb):
+        log.warning("mallopt is not available; the C library's malloc defaults stay")
     data_dir = Path(settings.data_dir)
     bookie_id = load_cookie(data_dir, settings.bookie_id)
     store = EntryStore(
         data_dir / "entries",
         sync=settings.journal_sync,
         max_cached_ledger_states=settings.max_cached_ledger_states,
+        tuning=StoreTuning(
+            recycle_log_files=settings.journal_recycle_files,
+            write_buffer_bytes=settings.write_buffer_size_mb << 20,
+            max_total_wal_bytes=settings.max_total_wal_size_mb << 20,
+            direct_io=settings.direct_io_for_flush_and_compaction,
+        ),
     )
     server = grpc.aio.server(options=serving.grpc_options())
     service = BookieService(store, settings)

@@ -8,24 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AddRequest(_message.Message):
-    __slots__ = ("request_id", "ledger_id", "master_key", "entry_ids", "lacs", "digests", "payloads", "recovery")
+    __slots__ = ("request_id", "ledger_id", "master_key", "entries", "recovery")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
-    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
-    LACS_FIELD_NUMBER: _ClassVar[int]
-    DIGESTS_FIELD_NUMBER: _ClassVar[int]
-    PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
     RECOVERY_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     ledger_id: int
     master_key: bytes
-    entry_ids: _containers.RepeatedScalarFieldContainer[int]
-    lacs: _containers.RepeatedScalarFieldContainer[int]
-    digests: _containers.RepeatedScalarFieldContainer[int]
-    payloads: _containers.RepeatedScalarFieldContainer[bytes]
+    entries: bytes
     recovery: bool
-    def __init__(self, request_id: _Optional[int] = ..., ledger_id: _Optional[int] = ..., master_key: _Optional[bytes] = ..., entry_ids: _Optional[_Iterable[int]] = ..., lacs: _Optional[_Iterable[int]] = ..., digests: _Optional[_Iterable[int]] = ..., payloads: _Optional[_Iterable[bytes]] = ..., recovery: _Optional[bool] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., ledger_id: _Optional[int] = ..., master_key: _Optional[bytes] = ..., entries: _Optional[bytes] = ..., recovery: _Optional[bool] = ...) -> None: ...
 
 class AddResponse(_message.Message):
     __slots__ = ("request_id", "error", "ledger_id")

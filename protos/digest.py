@@ -1,8 +1,16 @@
-"""Entry digests: CRC32C over (ledger id, entry id, LAC) and the payload.
+"""Entry digests and the packed form in which entries travel to bookies.
 
-The writer computes the digest, the bookie checks it on add and on read, and
-the reader checks it again, so corruption anywhere between is caught.
-(`crc32c` is the hardware-accelerated C implementation from PyPI.)
+The digest is CRC32C over (ledger id, entry id, LAC) and the payload. The
+writer computes it, the bookie checks it on add and on read, and the reader
+checks it again, so corruption anywhere between is caught. (`crc32c` is the
+hardware-accelerated C implementation from PyPI.)
+
+An add request carries its entries as one ``bytes`` field: records of
+``entry id (i64 BE) | payload length (u32 BE) | digest (u32 BE) | LAC (i64 BE)
+| payload``, back to back. The last 12 header bytes and the payload are, as
+they stand, the value a bookie stores (``digest | LAC | payload``), so a
+bookie slices values out of the request instead of re-encoding them, and a
+writer builds a request with one join.
 """
 
 from __future__ import annotations
@@ -12,7 +20,32 @@ import struct
 import crc32c
 
 _HEADER = struct.Struct(">qqq")
+RECORD_HEADER = struct.Struct(">qIIq")
+# Where the stored value starts inside a record: after entry id and length.
+VALUE_OFFSET = 12
+
+
+class RecordError(ValueError):
+    """A packed entry record is malformed or fails its digest."""
+
+    def __init__(self, message: str, *, digest: bool = False) -> None:
+        super().__init__(message)
+        self.digest = digest
 
 
 def entry_digest(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> int:
     return crc32c.crc32c(payload, crc32c.crc32c(_HEADER.pack(ledger_id, entry_id, lac)))
+
+
+def encode_record(entry_id: int, lac: int, digest: int, payload: bytes) -> bytes:
+    return RECORD_HEADER.pack(entry_id, len(payload), digest, lac) + payload
+
+
+def pack_record(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
+    """The record of a new entry, its digest computed."""
+    return encode_record(entry_id, lac, entry_digest(ledger_id, entry_id, lac, payload), payload)
+
+
+def pack_records(rows: list[tuple[int, int, int, bytes]]) -> bytes:
+    """Records of ``(entry id, lac, digest, payload)`` rows, back to back."""
+    return b"".join(encode_record(e, lac, d, p) for e, lac, d, p in rows)

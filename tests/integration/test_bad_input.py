@@ -18,6 +18,7 @@ from client import (
     TopicNotFound,
 )
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
+from protos.digest import encode_record, pack_record
 from tests.harness import wait_for
 
 
@@ -194,11 +195,20 @@ def test_servers_survive_malformed_metastore_and_bookie_requests(cluster):
         )
     with grpc.insecure_channel(cluster.endpoints["bookie"]) as ch:
         bookie = bookie_pb2_grpc.BookieStub(ch)
-        bad = bookie_pb2.AddRequest(
-            request_id=1, ledger_id=424242, entry_ids=[0], lacs=[-1], digests=[1], payloads=[b"x"]
-        )
-        [resp] = list(bookie.AddEntries(iter([bad]), timeout=5))
-        assert resp.error.code == common_pb2.DIGEST_MISMATCH
+        good = pack_record(424242, 0, -1, b"x")
+        bad_digest = encode_record(1, -1, 1, b"y")
+        requests = [
+            bookie_pb2.AddRequest(request_id=1, ledger_id=424242, entries=good + bad_digest),
+            # the header claims more payload than the request holds
+            bookie_pb2.AddRequest(request_id=2, ledger_id=424242, entries=good[:-1]),
+            bookie_pb2.AddRequest(request_id=3, ledger_id=424242, entries=b"\x00garbage"),
+            bookie_pb2.AddRequest(request_id=4, ledger_id=424242),
+        ]
+        resps = list(bookie.AddEntries(iter(requests), timeout=5))
+        assert [r.error.code for r in resps] == [common_pb2.DIGEST_MISMATCH] + [
+            common_pb2.INVALID_ARGUMENT
+        ] * 3, [r.error.message for r in resps]
+        assert "claims 1 payload bytes" in resps[1].error.message
         read = bookie.ReadEntry(
             bookie_pb2.ReadEntryRequest(ledger_id=424242, entry_id=0), timeout=5
         )

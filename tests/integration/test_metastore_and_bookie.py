@@ -10,7 +10,7 @@ import pytest
 from bookie.ledger_client import LedgerClient, master_key
 from metastore.client import BadVersionError, MetastoreClient, MetastoreError
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2
-from protos.digest import entry_digest
+from protos.digest import pack_record
 from tests.harness import wait_for
 
 
@@ -132,10 +132,7 @@ def test_ledger_write_read_and_recovery(cluster):
             request_id=1,
             ledger_id=ledger_id,
             master_key=master_key(b""),
-            entry_ids=[300],
-            lacs=[299],
-            digests=[entry_digest(ledger_id, 300, 299, payload)],
-            payloads=[payload],
+            entries=pack_record(ledger_id, 300, 299, payload),
         )
         wrong_key = bookie_pb2.AddRequest()
         wrong_key.CopyFrom(good)

@@ -349,7 +349,7 @@ def test_a_bookie_id_with_a_registered_cookie_and_an_empty_data_dir_is_refused(b
 def test_re_adding_an_identical_entry_is_idempotent(bookies3):
     from bookie.ledger_client import master_key
     from protos import bookie_pb2
-    from protos.digest import entry_digest
+    from protos.digest import encode_record, entry_digest
 
     async def main() -> None:
         ms = MetastoreClient(bookies3.metastore_address)
@@ -363,10 +363,7 @@ def test_re_adding_an_identical_entry_is_idempotent(bookies3):
         req = bookie_pb2.AddRequest(
             ledger_id=writer.ledger_id,
             master_key=master_key(b"k"),
-            entry_ids=[eid],
-            lacs=[lac],
-            digests=[digest],
-            payloads=[data],
+            entries=encode_record(eid, lac, digest, data),
         )
         for _ in range(2):
             resp = await conn.send_add(req)
@@ -442,6 +439,55 @@ def test_recovery_replaces_a_bookie_that_died_with_the_writer(bookies4):
         # The writer keeps 100 adds in flight, so entries past the LAC were
         # written back, to a replacement of the dead bookie.
         assert len(md.ensembles) > 1 and members[0] not in md.ensembles[-1][1]
+        await client.close()
+        await ms.close()
+
+    run(main())
+
+
+def test_a_busy_writer_sends_what_piles_up_as_one_request_and_cuts_big_ones(bookies3):
+    """Adds made while every bookie has max_add_requests_in_flight requests
+    unanswered wait, and go as one request when an answer comes; requests
+    stay under max_add_request_bytes."""
+    import os
+    import signal
+
+    from bookie.ledger_client import LedgerClientSettings
+
+    async def main() -> None:
+        ms = MetastoreClient(bookies3.metastore_address)
+        settings = LedgerClientSettings(max_add_requests_in_flight=2)
+        client = LedgerClient(ms, settings)
+        writer = await client.create_ledger(1, 1, 1)
+        conn = client.connection(writer.ensemble[0])
+        sizes: list[int] = []
+        send = conn.send_records
+
+        def observed(ledger_id, key, records, recovery=False):  # type: ignore[no-untyped-def]
+            sizes.append(len(records))
+            return send(ledger_id, key, records, recovery)
+
+        conn.send_records = observed  # type: ignore[method-assign]
+        pid = bookies3.procs[bookies3.index_of(writer.ensemble[0])].pid
+        os.kill(pid, signal.SIGSTOP)  # no answers until SIGCONT
+        try:
+            futs = []
+            for i in range(50):
+                futs.append(writer.add(payload(i)))
+                await asyncio.sleep(0)  # one event-loop turn per add: each could flush
+            assert sizes == [1, 1], sizes  # two in flight, the other 48 wait
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert await asyncio.gather(*futs) == list(range(50))
+        assert sizes[:3] == [1, 1, 48], sizes
+        settings.max_add_request_bytes = 4000
+        big = [b"b" * 1500] * 7  # records of 1524 bytes: two fit in 4000
+        assert await writer.add_many(big) == 56
+        assert sizes[3:] == [2, 2, 2, 1], sizes
+        await writer.close()
+        md = await client.metadata(writer.ledger_id)
+        rows = await client.read(md, 0, 56)
+        assert [p for _, p in rows] == [payload(i) for i in range(50)] + big
         await client.close()
         await ms.close()
 

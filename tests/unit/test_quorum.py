@@ -1,6 +1,6 @@
 import pytest
 
-from bookie.quorum import AckTracker, QuorumConfigError, check_quorums, write_set
+from bookie.quorum import AckTracker, QuorumConfigError, check_quorums, stripe_offsets, write_set
 
 
 @pytest.mark.parametrize(
@@ -90,3 +90,27 @@ def test_forgetting_a_replaced_bookie_drops_its_acks_from_the_new_ensemble_on():
     assert t.ack(1, 2) == []  # only one ack counts now
     assert t.ack(1, 1) == [1]  # the replacement (same index) acks
     assert t.ack(2, 2) == [] and t.ack(2, 1) == [2]
+
+
+@pytest.mark.parametrize(
+    ("first", "e", "qw", "index", "expected"),
+    [
+        (0, 3, 2, 0, [0, 2]),  # entries 0, 2, 3, 5, ... are on index 0
+        (0, 3, 2, 1, [0, 1]),
+        (1, 3, 2, 0, [1, 2]),  # from entry 1: entries 2, 3, 5, 6, ...
+        (7, 5, 3, 4, [0, 1, 2]),  # entries 7, 8, 9 (mod 5: 2, 3, 4)
+        (4, 2, 2, 1, [0, 1]),  # Qw == E: every offset
+        (9, 1, 1, 0, [0]),
+    ],
+)
+def test_stripe_offsets(first, e, qw, index, expected):
+    assert stripe_offsets(first, e, qw, index) == expected
+
+
+@pytest.mark.parametrize(("e", "qw"), [(1, 1), (2, 1), (2, 2), (3, 2), (4, 2), (5, 3), (5, 5)])
+def test_stripe_slices_give_each_bookie_exactly_its_write_sets_entries(e, qw):
+    for first in range(0, 12):
+        run = list(range(first, first + 17))
+        for index in range(e):
+            got = sorted(x for k in stripe_offsets(first, e, qw, index) for x in run[k::e])
+            assert got == [x for x in run if index in write_set(x, e, qw)], (first, index)

@@ -1,0 +1,115 @@
+"""Packed entry records: the writer's hand-serialised add requests, the
+bookie's one-pass parse into a write batch, request cutting, and the
+storage tuning's fallbacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bookie.ledger_client import BookieConnection, _runs_under, _varint
+from bookie.storage import EntryStore, StoreTuning, direct_io_works
+from protos import bookie_pb2, serving
+from protos.digest import RecordError, encode_record, entry_digest, pack_record
+
+
+def test_varint_matches_protobuf():
+    for n in (0, 1, 127, 128, 300, 16383, 16384, 1 << 21, (1 << 32) + 5):
+        assert _varint(n) == _protobuf_varint(n), n
+
+
+def _protobuf_varint(n: int) -> bytes:
+    # request_id is field 1, varint: its serialised form is tag 0x08 + varint(n)
+    return bookie_pb2.AddRequest(request_id=n).SerializeToString()[1:] if n else b"\x00"
+
+
+def test_hand_serialised_add_request_parses_as_the_message():
+    import asyncio
+
+    records = [pack_record(42, e, e - 1, bytes([e]) * (e * 37)) for e in range(5)]
+    sent: list[bytes] = []
+
+    async def main() -> None:
+        conn = BookieConnection("127.0.0.1:1", 1.0)  # never connects: nothing is sent
+
+        def capture(request_id: int, data: bytes) -> asyncio.Future:
+            sent.append(data)
+            return asyncio.get_running_loop().create_future()
+
+        conn._send_serialized = capture  # type: ignore[method-assign]
+        conn.send_records(42, b"key", records, recovery=True)
+        await conn.close()
+
+    asyncio.run(main())
+    req = bookie_pb2.AddRequest.FromString(sent[0])
+    assert req.ledger_id == 42 and req.master_key == b"key" and req.recovery
+    assert req.request_id >= 1
+    assert req.entries == b"".join(records)
+
+
+def test_runs_under_a_byte_limit():
+    recs = [b"a" * 10, b"b" * 10, b"c" * 25, b"d" * 5, b"e" * 5]
+    assert _runs_under(recs, 20) == [(0, 2), (2, 3), (3, 5)]
+    assert _runs_under(recs, 1000) == [(0, 5)]
+    assert _runs_under([b"x" * 50], 10) == [(0, 1)]  # a record over the limit goes alone
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = EntryStore(tmp_path / "db", sync=True, max_cached_ledger_states=10)
+    yield s
+    s.close()
+
+
+def test_put_records_stores_every_entry_with_its_digest(store: EntryStore):
+    wb = store.new_batch()
+    data = b"".join(pack_record(7, e, e - 1, b"p%d" % e) for e in (3, 4, 6))
+    assert store.put_records(wb, 7, data) == (3, 5)
+    store.write_group([wb])
+    digest, lac, payload = store.get(7, 6)  # type: ignore[misc]
+    assert (lac, payload) == (5, b"p6") and digest == entry_digest(7, 6, 5, b"p6")
+    assert store.get(7, 5) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "digest_error", "message"),
+    [
+        (pack_record(7, 0, -1, b"ok") + encode_record(1, -1, 12345, b"bad"), True, "digest"),
+        (pack_record(7, 0, -1, b"ok")[:-1], False, "claims 2 payload bytes"),
+        (pack_record(7, 0, -1, b"ok") + b"\x00" * 5, False, "5 trailing bytes"),
+        (encode_record(-1, -1, entry_digest(7, -1, -1, b"x"), b"x"), False, "entry id -1"),
+    ],
+)
+def test_a_bad_record_is_refused(store: EntryStore, data, digest_error, message):
+    with pytest.raises(RecordError, match=message) as info:
+        store.put_records(store.new_batch(), 7, data)
+    assert info.value.digest is digest_error
+    assert store.get(7, 0) is None
+
+
+def test_the_store_uses_direct_io_where_it_works_and_can_do_without(tmp_path: Path):
+    s = EntryStore(tmp_path / "db", sync=True, max_cached_ledger_states=1)
+    assert s.direct_io == direct_io_works(tmp_path / "db")
+    s.close()
+    s = EntryStore(
+        tmp_path / "db2",
+        sync=True,
+        max_cached_ledger_states=1,
+        tuning=StoreTuning(direct_io=False, recycle_log_files=0),
+    )
+    assert not s.direct_io
+    wb = s.new_batch()
+    s.put_records(wb, 1, pack_record(1, 0, -1, b"x"))
+    s.write_group([wb])
+    assert s.get(1, 0) is not None
+    s.close()
+
+
+def test_tune_malloc_applies_on_glibc():
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc")
+    assert serving.tune_malloc(128)
+    assert serving.tune_malloc(0)  # 0 changes nothing
