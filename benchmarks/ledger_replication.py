@@ -17,7 +17,8 @@ directory, fresh for every case, then prints JSON lines:
   and of the bookies per stored copy;
 
 and the ratio of 3/2/2 to each raw ceiling. Every loop is bounded by --n.
-This process tunes malloc the way a broker does (broker/server.py).
+This process tunes malloc and the garbage collector the way a broker does
+(broker/server.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -79,6 +82,12 @@ def raw_ceiling(path: Path, per_batch: int, n: int, bookie_options: bool) -> dic
         "mb_s": round(written * SIZE / wall / 1e6, 1),
         "cpu_us_per_entry": round(cpu / written * 1e6, 2),
     }
+
+
+def settle() -> None:
+    """Every case starts with no earlier case's files or dirty pages: the
+    kernel writing back a previous case's gigabyte would slow the next."""
+    os.sync()
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -144,15 +153,20 @@ def main() -> None:
     ap.add_argument("--per-call", type=int, default=100, help="entries per add_many()")
     a = ap.parse_args()
     serving.tune_malloc(BrokerSettings().malloc_trim_threshold_mb)
+    serving.tune_gc()
     with tempfile.TemporaryDirectory(dir=".") as tmp:
         raws = []
         for tuned in (False, True):
             for b in (100, 1000):
-                raws.append(raw_ceiling(Path(tmp) / f"raw{b}-{tuned}", b, a.n, tuned))
+                settle()
+                raw_dir = Path(tmp) / f"raw{b}-{tuned}"
+                raws.append(raw_ceiling(raw_dir, b, a.n, tuned))
+                shutil.rmtree(raw_dir)
                 print(json.dumps(raws[-1]), flush=True)
         results = []
         for per_call in (1, a.per_call):
             for q in ((1, 1, 1), (3, 2, 2)):
+                settle()
                 # Fresh bookies per case: earlier cases' data would add their
                 # flushes and compactions to later ones.
                 cluster = BookieCluster(Path(tmp) / f"cluster-{per_call}-{q[0]}", 3)
@@ -164,6 +178,7 @@ def main() -> None:
                     )
                 finally:
                     cluster.stop_all()
+                    shutil.rmtree(cluster.data_dir, ignore_errors=True)
                 results.append(res)
                 print(json.dumps(res), flush=True)
         best = max(r["entries_s"] for r in results if "3/2/2" in r["case"])

@@ -504,6 +504,7 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     port = await serving.bind(server, settings.host, settings.port)
     metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
     await server.start()
+    serving.tune_gc()
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{settings.host}:{port}"

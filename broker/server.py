@@ -44,6 +44,7 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
+    serving.tune_gc()
     await service.ensure_default_namespace()
     load_manager = service.load_manager = LoadManager(service)
     sessions: list = []
