@@ -91,7 +91,47 @@ def setup_logging(role: str, level: str = "INFO") -> None:
     )
 
 
+# Ports free_port handed out in this process (bounded: cleared when full).
+_HANDED_OUT: set[int] = set()
+_MAX_HANDED_OUT = 10000
+_LOWEST_PICK = 10000
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on, for a server that is told its port before
+    it binds (Raft peers must know each other's).
+
+    Picked below the kernel's ephemeral range: a port the kernel would hand
+    out itself could become an outgoing connection's source port between
+    this pick and the server's bind ("Address already in use").
+    """
+    import random
+
+    low = _ephemeral_low()
+    if low - _LOWEST_PICK >= 1000:
+        span = low - _LOWEST_PICK
+        start = random.randrange(span)
+        if len(_HANDED_OUT) >= _MAX_HANDED_OUT:
+            _HANDED_OUT.clear()
+        for i in range(span):
+            port = _LOWEST_PICK + (start + i) % span
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

@@ -1,6 +1,6 @@
 """Packed entry records: the writer's hand-serialised add requests, the
 bookie's one-pass parse into a write batch, request cutting, and the
-storage tuning's fallbacks."""
+store without O_DIRECT."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from bookie.ledger_client import BookieConnection, _runs_under, _varint
 from bookie.storage import EntryStore, StoreTuning, direct_io_works
-from protos import bookie_pb2, serving
+from protos import bookie_pb2
 from protos.digest import RecordError, encode_record, entry_digest, pack_record
 
 
@@ -104,12 +104,3 @@ def test_the_store_uses_direct_io_where_it_works_and_can_do_without(tmp_path: Pa
     s.write_group([wb])
     assert s.get(1, 0) is not None
     s.close()
-
-
-def test_tune_malloc_applies_on_glibc():
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
-        pytest.skip("not glibc")
-    assert serving.tune_malloc(128)
-    assert serving.tune_malloc(0)  # 0 changes nothing
