@@ -35,10 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
-from rocksdict import DBCompressionType
 
 from bookie.ledger_client import LedgerClient
-from bookie.storage import StoreTuning, direct_io_works
+from bookie.storage import StoreTuning, entry_options
 from broker.settings import BrokerSettings
 from metastore.client import MetastoreClient
 from protos import serving
@@ -52,13 +51,8 @@ def raw_ceiling(path: Path, per_batch: int, n: int, bookie_options: bool) -> dic
 
     opts = Options(raw_mode=True)
     if bookie_options:
-        tuning = StoreTuning()
-        opts.set_compression_type(DBCompressionType.none())
-        opts.set_recycle_log_file_num(tuning.recycle_log_files)
-        opts.set_write_buffer_size(tuning.write_buffer_bytes)
-        opts.set_max_total_wal_size(tuning.max_total_wal_bytes)
         path.mkdir(parents=True)
-        opts.set_use_direct_io_for_flush_and_compaction(direct_io_works(path))
+        opts, _ = entry_options(path, StoreTuning.from_settings())
     db = Rdict(str(path), opts)
     wo = WriteOptions()
     wo.sync = True

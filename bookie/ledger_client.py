@@ -386,10 +386,15 @@ class LedgerWriter:
             return fut
         self._next_entry_id = entry_id
         self._waiters.append((entry_id - 1, fut))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+        self._schedule_flush()
         return fut
+
+    def _schedule_flush(self) -> None:
+        """Flush unsent entries on the next loop turn (once, however many
+        adds and answers arrive in this one)."""
+        if self._unsent and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         """Send the unsent run, unless every bookie already has
@@ -485,9 +490,7 @@ class LedgerWriter:
             sent.popleft()
         if self._failure is not None:
             return
-        if self._unsent and not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._schedule_flush()
         exc = fut.exception()
         if exc is None and fut.result().error.code != common_pb2.OK:
             err = fut.result().error
@@ -561,9 +564,7 @@ class LedgerWriter:
         if self._failure is None:
             # Everything unconfirmed that the failed bookie should hold goes to its replacement.
             self._resend(idx)
-            if self._unsent and not self._flush_scheduled:
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush)
+            self._schedule_flush()
 
     async def _change_ensemble(self, idx: int, failed: str) -> None:
         candidates = [b for b in await self.client.writable_bookies() if b not in self._ensemble]

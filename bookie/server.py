@@ -487,12 +487,7 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
         data_dir / "entries",
         sync=settings.journal_sync,
         max_cached_ledger_states=settings.max_cached_ledger_states,
-        tuning=StoreTuning(
-            recycle_log_files=settings.journal_recycle_files,
-            write_buffer_bytes=settings.write_buffer_size_mb << 20,
-            max_total_wal_bytes=settings.max_total_wal_size_mb << 20,
-            direct_io=settings.direct_io_for_flush_and_compaction,
-        ),
+        tuning=StoreTuning.from_settings(settings),
     )
     server = grpc.aio.server(options=serving.grpc_options())
     service = BookieService(store, settings)

@@ -37,10 +37,10 @@ from pathlib import Path
 import crc32c
 from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
-from protos.digest import RECORD_HEADER, VALUE_OFFSET, RecordError
+from bookie.settings import BookieSettings
+from protos.digest import DIGEST_HEADER, RECORD_HEADER, VALUE_OFFSET, RecordError
 
 log = logging.getLogger(__name__)
-_DIGEST_HEAD = struct.Struct(">qqq")  # what entry_digest covers before the payload
 
 KEY = struct.Struct(">QQ")
 _LEDGER_KEY = struct.Struct(">Q")
@@ -86,10 +86,20 @@ class LedgerState:
 class StoreTuning:
     """RocksDB choices that decide what a stored byte costs (bookie settings)."""
 
-    recycle_log_files: int = 4
-    write_buffer_bytes: int = 16 << 20
-    max_total_wal_bytes: int = 64 << 20
-    direct_io: bool = True
+    recycle_log_files: int
+    write_buffer_bytes: int
+    max_total_wal_bytes: int
+    direct_io: bool
+
+    @classmethod
+    def from_settings(cls, settings: BookieSettings | None = None) -> StoreTuning:
+        s = settings or BookieSettings()
+        return cls(
+            recycle_log_files=s.journal_recycle_files,
+            write_buffer_bytes=s.write_buffer_size_mb << 20,
+            max_total_wal_bytes=s.max_total_wal_size_mb << 20,
+            direct_io=s.direct_io_for_flush_and_compaction,
+        )
 
 
 def direct_io_works(path: Path) -> bool:
@@ -116,6 +126,23 @@ def direct_io_works(path: Path) -> bool:
     return True
 
 
+def entry_options(path: Path, tuning: StoreTuning) -> tuple[Options, bool]:
+    """RocksDB options of an entry store in the existing directory ``path``,
+    and whether SST files are written with O_DIRECT there."""
+    opts = Options(raw_mode=True)
+    # Payloads are the producers' (often compressed) bytes: compressing
+    # them again costs flush and compaction CPU for little space.
+    opts.set_compression_type(DBCompressionType.none())
+    opts.set_recycle_log_file_num(tuning.recycle_log_files)
+    opts.set_write_buffer_size(tuning.write_buffer_bytes)
+    opts.set_max_total_wal_size(tuning.max_total_wal_bytes)
+    direct_io = tuning.direct_io and direct_io_works(path)
+    if tuning.direct_io and not direct_io:
+        log.warning("%s refuses O_DIRECT; SST files go through the page cache", path)
+    opts.set_use_direct_io_for_flush_and_compaction(direct_io)
+    return opts, direct_io
+
+
 class EntryStore:
     """Theory of the tuning: on these machines the kernel's copy of written
     bytes into fresh page-cache pages, not the disk, is the largest cost of a
@@ -134,18 +161,7 @@ class EntryStore:
     ) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        tuning = tuning or StoreTuning()
-        opts = Options(raw_mode=True)
-        # Payloads are the producers' (often compressed) bytes: compressing
-        # them again costs flush and compaction CPU for little space.
-        opts.set_compression_type(DBCompressionType.none())
-        opts.set_recycle_log_file_num(tuning.recycle_log_files)
-        opts.set_write_buffer_size(tuning.write_buffer_bytes)
-        opts.set_max_total_wal_size(tuning.max_total_wal_bytes)
-        self.direct_io = tuning.direct_io and direct_io_works(path)
-        if tuning.direct_io and not self.direct_io:
-            log.warning("%s refuses O_DIRECT; SST files go through the page cache", path)
-        opts.set_use_direct_io_for_flush_and_compaction(self.direct_io)
+        opts, self.direct_io = entry_options(path, tuning or StoreTuning.from_settings())
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
         self.db = Rdict(str(path), opts, column_families={"ledgers": Options(raw_mode=True)})
@@ -284,7 +300,7 @@ class EntryStore:
         unpack, crc, pack, key = (
             RECORD_HEADER.unpack_from,
             crc32c.crc32c,
-            _DIGEST_HEAD.pack,
+            DIGEST_HEADER.pack,
             KEY.pack,
         )
         put = wb.put

@@ -19,7 +19,8 @@ import struct
 
 import crc32c
 
-_HEADER = struct.Struct(">qqq")
+# What the digest covers before the payload: ledger id, entry id, LAC.
+DIGEST_HEADER = struct.Struct(">qqq")
 RECORD_HEADER = struct.Struct(">qIIq")
 # Where the stored value starts inside a record: after entry id and length.
 VALUE_OFFSET = 12
@@ -34,7 +35,7 @@ class RecordError(ValueError):
 
 
 def entry_digest(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> int:
-    return crc32c.crc32c(payload, crc32c.crc32c(_HEADER.pack(ledger_id, entry_id, lac)))
+    return crc32c.crc32c(payload, crc32c.crc32c(DIGEST_HEADER.pack(ledger_id, entry_id, lac)))
 
 
 def encode_record(entry_id: int, lac: int, digest: int, payload: bytes) -> bytes:
@@ -47,7 +48,7 @@ def pack_record(
     lac: int,
     payload: bytes,
     _crc=crc32c.crc32c,  # bound once: this runs per entry
-    _head=_HEADER.pack,
+    _head=DIGEST_HEADER.pack,
     _record=RECORD_HEADER.pack,
 ) -> bytes:
     """The record of a new entry, its digest computed (entry_digest, inlined)."""

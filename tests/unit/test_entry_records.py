@@ -4,6 +4,7 @@ store without O_DIRECT."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_the_store_uses_direct_io_where_it_works_and_can_do_without(tmp_path: Pa
         tmp_path / "db2",
         sync=True,
         max_cached_ledger_states=1,
-        tuning=StoreTuning(direct_io=False, recycle_log_files=0),
+        tuning=replace(StoreTuning.from_settings(), direct_io=False, recycle_log_files=0),
     )
     assert not s.direct_io
     wb = s.new_batch()
