@@ -260,6 +260,8 @@ class ConsumerEngine:
             options.expire_time_of_incomplete_chunked_message_ms / 1000,
         )
         self._chunk_timer: asyncio.TimerHandle | None = None
+        # Chunks given up in this event-loop turn, redelivered in one request.
+        self._dropped_chunks: list[tuple[int, int]] = []
         # Last chunk's position -> every chunk's, for acks by MessageId.
         self._chunked: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
@@ -438,10 +440,11 @@ class ConsumerEngine:
                 payload: bytes | memoryview = view
                 whole = None
                 if is_chunk(meta):
-                    whole = self._on_chunk(meta, view, (ledger_id, entry_id))
+                    whole = self._on_chunk(meta, view, (ledger_id, entry_id), redelivery)
                     if whole is None:
                         continue
                     payload = whole.payload
+                    redelivery = whole.redelivery_count
                 unpacked = unpack_split(
                     meta, payload, ledger_id, entry_id, self.partition, self.topic, redelivery
                 )
@@ -488,7 +491,11 @@ class ConsumerEngine:
             self.on_arrival()
 
     def _on_chunk(
-        self, meta: common_pb2.MessageMetadata, payload: memoryview, pos: tuple[int, int]
+        self,
+        meta: common_pb2.MessageMetadata,
+        payload: memoryview,
+        pos: tuple[int, int],
+        redelivery: int,
     ) -> Assembled | None:
         whole, dropped = self._chunks.add(
             meta.uuid,
@@ -497,6 +504,7 @@ class ConsumerEngine:
             bytes(payload),
             pos,
             time.monotonic(),
+            redelivery,
         )
         self._drop_chunks(dropped)
         if whole is None:
@@ -521,9 +529,21 @@ class ConsumerEngine:
                 self._individual.extend(positions)
                 self._schedule_ack_flush_locked(False)
             return
-        task = self.loop.create_task(self._redeliver_positions(positions))
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
+        # One request for everything dropped in this turn, in position order:
+        # separate requests could come back in either order, and a later
+        # chunk redelivered before its first would be dropped again.
+        if not self._dropped_chunks:
+            task = self.loop.create_task(self._redeliver_dropped_chunks())
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
+        self._dropped_chunks.extend(positions)
+
+    async def _redeliver_dropped_chunks(self) -> None:
+        positions, self._dropped_chunks = sorted(self._dropped_chunks), []
+        try:
+            await self._redeliver_positions(positions)
+        except Exception as exc:
+            log.warning("%s: redelivering dropped chunks failed: %s", self.topic, exc)
 
     def _to_dead_letter_topic(self, messages: list[Message], pos: tuple[int, int]) -> None:
         """Publish an entry's messages to the dead letter topic, then ack it."""

@@ -5,7 +5,9 @@ order (one producer, one topic), interleaved with other producers' chunks.
 :class:`ChunkAssembler` keeps at most ``max_pending`` incomplete messages;
 a chunk with a new uuid when it is full evicts the oldest one, a chunk that
 does not follow the previous one (a resend) restarts or drops its message,
-and an incomplete message older than ``expire_s`` is dropped. What is
+and an incomplete message older than ``expire_s`` is dropped. A whole
+message's redelivery count is the highest of its chunks' (a dropped first
+chunk comes back counted, its later chunks may arrive first-time). What is
 dropped is returned as the chunk positions, so the consumer can
 acknowledge them (``auto_ack_oldest_chunked_message_on_queue_full``) or
 have them redelivered. I/O-free: the consumer engine passes the time.
@@ -23,6 +25,7 @@ Position = tuple[int, int]
 class _Partial:
     total: int
     started_s: float
+    redelivery_count: int = 0
     parts: list[bytes] = field(default_factory=list)
     positions: list[Position] = field(default_factory=list)
 
@@ -31,6 +34,7 @@ class _Partial:
 class Assembled:
     payload: bytes
     positions: list[Position]
+    redelivery_count: int = 0
 
 
 class ChunkAssembler:
@@ -40,7 +44,14 @@ class ChunkAssembler:
         self._partial: collections.OrderedDict[str, _Partial] = collections.OrderedDict()
 
     def add(
-        self, uuid: str, chunk_id: int, total: int, payload: bytes, pos: Position, now_s: float
+        self,
+        uuid: str,
+        chunk_id: int,
+        total: int,
+        payload: bytes,
+        pos: Position,
+        now_s: float,
+        redelivery_count: int = 0,
     ) -> tuple[Assembled | None, list[list[Position]]]:
         """Take one chunk: (the whole message if this completed it, dropped ones)."""
         dropped: list[list[Position]] = []
@@ -57,10 +68,12 @@ class ChunkAssembler:
             partial = self._partial[uuid] = _Partial(total, now_s)
         partial.parts.append(payload)
         partial.positions.append(pos)
+        partial.redelivery_count = max(partial.redelivery_count, redelivery_count)
         if len(partial.parts) < partial.total:
             return None, dropped
         del self._partial[uuid]
-        return Assembled(b"".join(partial.parts), partial.positions), dropped
+        whole = Assembled(b"".join(partial.parts), partial.positions, partial.redelivery_count)
+        return whole, dropped
 
     def expire(self, now_s: float) -> list[list[Position]]:
         old = [u for u, p in self._partial.items() if now_s - p.started_s >= self.expire_s]

@@ -136,6 +136,8 @@ def test_a_full_chunk_queue_drops_the_oldest_message(small, topic, auto_ack):
     ca, cb = _chunks("pa", a, 0), _chunks("pb", b, 0)
     assert len(ca) == len(cb) == 2
     with Client(small.service_url) as c, Admin(small.service_url) as admin:
+        # Stored before the consumer comes, so the four arrive in one read.
+        _raw_send(small, topic, [ca[0], cb[0], cb[1], ca[1]])  # A's start is evicted by B
         consumer = c.subscribe(
             topic,
             "s",
@@ -144,7 +146,6 @@ def test_a_full_chunk_queue_drops_the_oldest_message(small, topic, auto_ack):
             max_pending_chunked_message=1,
             auto_ack_oldest_chunked_message_on_queue_full=auto_ack,
         )
-        _raw_send(small, topic, [ca[0], cb[0], cb[1], ca[1]])  # A's start is evicted by B
         first = consumer.receive(timeout_millis=10000)
         assert first.data() == b
         consumer.acknowledge(first)

@@ -37,3 +37,13 @@ def test_out_of_sequence_restarts_and_old_partials_expire():
     assert a.expire(5.5) == []  # A restarted at 1 s: only 4.5 s old
     assert a.expire(6.0) == [[(1, 1)]]
     assert a.expire(9) == [[(1, 2)]] and len(a) == 0
+
+
+def test_a_whole_message_counts_its_most_redelivered_chunk():
+    a = ChunkAssembler(max_pending=10, expire_s=60)
+    a.add("A", 0, 3, b"a0", (1, 0), 0, redelivery_count=1)  # dropped once, come again
+    a.add("A", 1, 3, b"a1", (1, 1), 0, redelivery_count=2)
+    whole, _ = a.add("A", 2, 3, b"a2", (1, 2), 0)  # first time for the last chunk
+    assert whole is not None and whole.redelivery_count == 2
+    whole, _ = ChunkAssembler(1, 60).add("B", 0, 1, b"b", (1, 3), 0)
+    assert whole is not None and whole.redelivery_count == 0
