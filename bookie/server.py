@@ -479,7 +479,7 @@ async def register_forever(
 
 async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("bookie", settings.log_level)
-    if not serving.tune_malloc(settings.malloc_trim_threshold_mb):
+    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     data_dir = Path(settings.data_dir)
     bookie_id = load_cookie(data_dir, settings.bookie_id)

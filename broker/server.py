@@ -20,7 +20,7 @@ log = logging.getLogger("broker")
 
 async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("broker", settings.log_level)
-    if not serving.tune_malloc(settings.malloc_trim_threshold_mb):
+    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     metastore = MetastoreClient(settings.metastore)
     ledgers = LedgerClient(
