@@ -466,21 +466,15 @@ class LedgerWriter:
         unsent_from = self._next_entry_id - len(self._unsent)
         ids: list[int] = []
         records: list[bytes] = []
-        limit = self.client.settings.max_add_request_bytes
-        size = 0
         for entry_id, record in sorted(self._unconfirmed.items()):
             if entry_id >= unsent_from:
                 break
-            if idx not in write_set(entry_id, md.ensemble_size, md.write_quorum):
-                continue
-            if records and size + len(record) > limit:
-                self._request(idx, ids, records)
-                ids, records, size = [], [], 0
-            ids.append(entry_id)
-            records.append(record)
-            size += len(record)
+            if idx in write_set(entry_id, md.ensemble_size, md.write_quorum):
+                ids.append(entry_id)
+                records.append(record)
         if records:
-            self._request(idx, ids, records)
+            for lo, hi in _runs_under(records, self.client.settings.max_add_request_bytes):
+                self._request(idx, ids[lo:hi], records[lo:hi])
 
     def _on_response(
         self, idx: int, bookie_id: str, entry_ids: Iterable[int], fut: asyncio.Future
@@ -881,7 +875,7 @@ class LedgerClient:
         ]
 
         def requests(only: set[int] | None) -> dict[int, bookie_pb2.AddRequest]:
-            made = add_requests(
+            return add_requests(
                 md.ledger_id,
                 key,
                 records,
@@ -890,7 +884,6 @@ class LedgerClient:
                 lambda idx: only is None or idx in only,
                 recovery=True,
             )
-            return {idx: req for idx, (_, req) in made.items()}
 
         async def add(ensemble: list[str], idx: int, req: bookie_pb2.AddRequest) -> int | None:
             try:
@@ -1085,29 +1078,20 @@ def add_requests(
     write_quorum: int,
     wanted: Callable[[int], bool],
     recovery: bool = False,
-) -> dict[int, tuple[list[int], bookie_pb2.AddRequest]]:
-    """One add request per ensemble index, with its entry ids, for ``(entry
-    id, record)`` rows: each entry goes to the indexes of its write set that
-    ``wanted`` keeps."""
-    cols: dict[int, tuple[list[int], list[bytes]]] = {}
+) -> dict[int, bookie_pb2.AddRequest]:
+    """One add request per ensemble index for ``(entry id, record)`` rows:
+    each entry goes to the indexes of its write set that ``wanted`` keeps."""
+    cols: dict[int, list[bytes]] = {}
     for entry_id, record in records:
         for i in range(write_quorum):
             idx = (entry_id + i) % ensemble_size
-            if not wanted(idx):
-                continue
-            c = cols.get(idx)
-            if c is None:
-                c = cols[idx] = ([], [])
-            c[0].append(entry_id)
-            c[1].append(record)
+            if wanted(idx):
+                cols.setdefault(idx, []).append(record)
     return {
-        idx: (
-            ids,
-            bookie_pb2.AddRequest(
-                ledger_id=ledger_id, master_key=key, entries=b"".join(recs), recovery=recovery
-            ),
+        idx: bookie_pb2.AddRequest(
+            ledger_id=ledger_id, master_key=key, entries=b"".join(recs), recovery=recovery
         )
-        for idx, (ids, recs) in cols.items()
+        for idx, recs in cols.items()
     }
 
 

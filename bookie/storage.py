@@ -16,7 +16,8 @@ the log synced by ``flush_wal(True)`` after it: rocksdict holds the GIL for
 the whole of a synced ``write``, fsync included, which would stop the
 event loop from taking in the next group meanwhile; ``flush_wal`` lets it
 run. The entries are readable a moment before they are durable; only
-recovery reads past the LAC, and what it finds there the writer did send.) While one fsync runs the next group gathers, so the number of fsyncs
+recovery reads past the LAC, and what it finds there the writer did send.)
+While one fsync runs the next group gathers, so the number of fsyncs
 follows the disk, not the add rate (DESIGN §9: 100 entries per sync give 37x
 the rate of one put per sync).
 """
@@ -264,7 +265,7 @@ class EntryStore:
         wb = WriteBatch(raw_mode=True)
         wb.delete_range(begin, end)
         wb.delete(_LEDGER_KEY.pack(ledger_id), self._ledgers_handle)
-        self._write_durably(wb)
+        self.write_group([wb])
         with self._states_lock:
             self._states.pop(ledger_id, None)
         self.db.compact_range(begin, end)
@@ -335,11 +336,6 @@ class EntryStore:
         """Write the batches, then make them durable with one sync."""
         for wb in batches:
             self.db.write(wb, self._write_opts)
-        if self.sync:
-            self.db.flush_wal(True)
-
-    def _write_durably(self, wb: WriteBatch) -> None:
-        self.db.write(wb, self._write_opts)
         if self.sync:
             self.db.flush_wal(True)
 

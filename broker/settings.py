@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protos.settings import setting
+from protos.settings import malloc_arenas_setting, malloc_trim_threshold_mb_setting, setting
 
 
 @dataclass(frozen=True)
@@ -207,18 +207,7 @@ class BrokerSettings:
         10000, "Entries of one producer awaiting storage before the broker stops reading it."
     )
     bookie_timeout_ms: int = setting(30000, "Add and read timeout towards bookies.")
-    malloc_trim_threshold_mb: int = setting(
-        128,
-        "Free memory each glibc malloc arena keeps for reuse instead of returning it "
-        "to the kernel (buffers up to 32 MiB come from the heap); fresh pages cost more "
-        "CPU here than copying. 0 = glibc's defaults.",
-    )
-    malloc_arenas: int = setting(
-        1,
-        "glibc malloc arenas shared by all threads (set before any thread starts). "
-        "Per-thread arenas give their emptied heaps back to the kernel whatever the "
-        "trim threshold, so every large gRPC message landed in fresh pages. "
-        "0 = glibc's default (8 per core).",
-    )
+    malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
+    malloc_arenas: int = malloc_arenas_setting()
     session_ttl_ms: int = setting(10000, "TTL of the broker's metastore session.")
     log_level: str = setting("INFO", "Logging level.")

@@ -54,8 +54,3 @@ def pack_record(
     """The record of a new entry, its digest computed (entry_digest, inlined)."""
     digest = _crc(payload, _crc(_head(ledger_id, entry_id, lac)))
     return _record(entry_id, len(payload), digest, lac) + payload
-
-
-def pack_records(rows: list[tuple[int, int, int, bytes]]) -> bytes:
-    """Records of ``(entry id, lac, digest, payload)`` rows, back to back."""
-    return b"".join(encode_record(e, lac, d, p) for e, lac, d, p in rows)

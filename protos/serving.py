@@ -6,6 +6,7 @@ options and the SIGTERM/SIGINT shutdown.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
@@ -109,6 +110,7 @@ _MAX_HANDED_OUT = 10000
 _LOWEST_PICK = 10000
 
 
+@functools.cache
 def _ephemeral_low() -> int:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:

@@ -27,6 +27,27 @@ def setting(default: Any, doc: str) -> Any:
     return dataclasses.field(default=default, metadata={"doc": doc})
 
 
+# Memory settings of the server processes that take large gRPC messages
+# (bookie, broker): protos.serving.tune_malloc applies them.
+def malloc_trim_threshold_mb_setting() -> Any:
+    return setting(
+        128,
+        "Free memory each glibc malloc arena keeps for reuse instead of returning it "
+        "to the kernel (buffers up to 32 MiB come from the heap); fresh pages cost more "
+        "CPU here than copying. 0 = glibc's defaults.",
+    )
+
+
+def malloc_arenas_setting() -> Any:
+    return setting(
+        1,
+        "glibc malloc arenas shared by all threads (set before any thread starts). "
+        "Per-thread arenas give their emptied heaps back to the kernel whatever the "
+        "trim threshold, so every large gRPC message landed in fresh pages. "
+        "0 = glibc's default (8 per core).",
+    )
+
+
 def _coerce(name: str, typ: Any, value: Any, origin: str) -> Any:
     try:
         if typ is bool:
