@@ -51,7 +51,7 @@ from bookie.quorum import (
     fence_covers_all_write_sets,
     fence_quorum,
     recovery_read_outcome,
-    stripe_offsets,
+    stripe,
     write_set,
 )
 from metastore.client import BadVersionError, MetastoreClient
@@ -426,7 +426,7 @@ class LedgerWriter:
 
     def _send_run(self, first: int, records: list[bytes]) -> None:
         """Add requests for the contiguous entries ``first``.. with ``records``:
-        each bookie's share is list slices (bookie.quorum.stripe_offsets)."""
+        each bookie's share in entry order (bookie.quorum.stripe)."""
         md = self.metadata
         e_size, qw = md.ensemble_size, md.write_quorum
         end = first + len(records)
@@ -438,12 +438,10 @@ class LedgerWriter:
             if qw == e_size:
                 ids, share = range(first, end), records
             else:
-                share = []
-                id_list: list[int] = []
-                for k in stripe_offsets(first, e_size, qw, idx):
-                    share += records[k::e_size]
-                    id_list += range(first + k, end, e_size)
-                ids = id_list
+                # In entry order: a bookie stores a request whose ids ascend
+                # as runs (bookie/entry_runs.py).
+                share = stripe(records, first, e_size, qw, idx)
+                ids = stripe(range(first, end), first, e_size, qw, idx)
             if share:
                 self._request(idx, ids, share)
 

@@ -8,8 +8,11 @@ once Qa of them acknowledged it *and* every earlier entry is confirmed
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class QuorumConfigError(ValueError):
@@ -38,6 +41,25 @@ def stripe_offsets(first: int, ensemble_size: int, write_quorum: int, index: int
     is listed (every bookie stores everything).
     """
     return sorted((index - j - first) % ensemble_size for j in range(write_quorum))
+
+
+def stripe(
+    items: Sequence[T], first: int, ensemble_size: int, write_quorum: int, index: int
+) -> list[T]:
+    """Ensemble index ``index``'s share of ``items`` (those of the contiguous
+    entries ``first``, ``first + 1``, ...), in entry order.
+
+    List slices do the work: in every period of E entries the share holds the
+    offsets k0 < k1 < ... (stripe_offsets), so the j-th offset's items land at
+    j, j + Qw, j + 2 Qw, ... (A partial last period holds the lowest offsets,
+    so the slice lengths always agree.)
+    """
+    offsets = stripe_offsets(first, ensemble_size, write_quorum, index)
+    n = len(items)
+    share: list = [None] * sum(len(range(k, n, ensemble_size)) for k in offsets)
+    for j, k in enumerate(offsets):
+        share[j::write_quorum] = items[k::ensemble_size]
+    return share
 
 
 @dataclass

@@ -23,6 +23,7 @@ import grpc
 from prometheus_client import Counter, Gauge, Histogram
 from rocksdict import WriteBatch
 
+from bookie.entry_runs import CheckedRecords, check_records
 from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning
 from metastore.client import MetastoreClient, MetastoreError, Session
@@ -103,9 +104,12 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- adds
 
-    def _prepare_add(self, req: bookie_pb2.AddRequest) -> tuple[WriteBatch, int, LedgerState, int]:
-        """The request's write batch, entry count, ledger state and highest LAC;
-        :class:`_RequestError` (and nothing changed) if any of it is refused."""
+    def _prepare_add(
+        self, req: bookie_pb2.AddRequest
+    ) -> tuple[WriteBatch, CheckedRecords, LedgerState]:
+        """The request's write batch (its ledger state, if that changes),
+        checked records and ledger state; :class:`_RequestError` (and nothing
+        changed) if any of it is refused."""
         if not req.entries:
             raise _RequestError(
                 common_pb2.INVALID_ARGUMENT, f"add request {req.request_id} carries no entries"
@@ -129,21 +133,21 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 f"bookie {self.bookie_id} is read-only (disk usage over "
                 f"{self.settings.read_only_disk_usage_percent}%)",
             )
-        wb = self.store.new_batch()
         try:
-            n, max_lac = self.store.put_records(wb, req.ledger_id, req.entries)
+            records = check_records(req.ledger_id, req.entries, self.settings.entry_run_max_bytes)
         except RecordError as exc:
             code = common_pb2.DIGEST_MISMATCH if exc.digest else common_pb2.INVALID_ARGUMENT
             raise _RequestError(code, f"add request {req.request_id}: {exc}") from None
+        wb = self.store.new_batch()
         if state.master_key is None:  # the first add of a ledger sets its key
             state.master_key = bytes(req.master_key)
             self.store.put_state(wb, req.ledger_id, state.encode())
-        return wb, n, state, max_lac
+        return wb, records, state
 
     def _add(self, req: bookie_pb2.AddRequest) -> asyncio.Future:
         fut: asyncio.Future = self.loop.create_future()
         try:
-            wb, n, state, max_lac = self._prepare_add(req)
+            wb, records, state = self._prepare_add(req)
         except _RequestError as exc:
             fut.set_result(
                 bookie_pb2.AddResponse(
@@ -154,7 +158,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             )
             return fut
         started = time.perf_counter()
-        size = len(req.entries)
+        size, n, max_lac = len(req.entries), records.entries, records.max_lac
 
         def done(exc: BaseException | None) -> None:
             if exc is None:
@@ -172,7 +176,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             if not fut.done():
                 fut.set_result(resp)
 
-        self.committer.submit(wb, n, size, done)
+        self.committer.submit(wb, n, size, done, records)
         return fut
 
     async def AddEntries(self, request_iterator, context):  # type: ignore[no-untyped-def]

@@ -44,6 +44,13 @@ class BookieSettings:
         "Write SST files (flushes, compactions) with O_DIRECT, past the page cache. "
         "Turned off with a warning where the file system refuses O_DIRECT (tmpfs).",
     )
+    entry_run_max_bytes: int = setting(
+        65536,
+        "Size at which the entries of one add request are cut into another run: a "
+        "run (one RocksDB value of consecutive records) is the unit a bookie writes "
+        "and a point read fetches. Larger runs cost less per stored entry and more "
+        "per point read.",
+    )
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
     malloc_arenas: int = malloc_arenas_setting()
     max_pending_adds_per_stream: int = setting(

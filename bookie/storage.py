@@ -2,11 +2,17 @@
 
 Layout (raw-mode RocksDB, so other RocksDB readers see plain bytes):
 
-* default column family: key ``ledger id (u64 BE) | entry id (u64 BE)``,
-  value ``digest (u32 BE) | LAC (i64 BE) | payload``. Big-endian keys keep a
-  ledger's entries contiguous and in order, so a range read is one scan.
+* ``runs`` column family: key ``ledger id (u64 BE) | entry id (u64 BE)`` of
+  the last record of a run, value the run: packed records as they came in an
+  add request (bookie/entry_runs.py says when a request is stored this way).
+* default column family: single entries, key ``ledger id (u64 BE) | entry
+  id (u64 BE)``, value ``digest (u32 BE) | LAC (i64 BE) | payload``; an
+  entry stored here wins over a run that holds the same id.
 * ``ledgers`` column family: key ``ledger id (u64 BE)``, value JSON of the
   ledger's state: fenced flag and master key.
+
+Big-endian keys keep a ledger's entries contiguous and in order, so a range
+read is one scan of each family.
 
 Theory of operation of :class:`GroupCommitter`: every add is queued; one
 writer thread takes everything queued (up to the batch limits), writes it as
@@ -35,11 +41,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
 from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
+from bookie.entry_runs import (
+    CheckedRecords,
+    find_in_run,
+    record_values,
+    run_entry_count,
+    run_first_entry,
+    run_rows,
+)
 from bookie.settings import BookieSettings
-from protos.digest import DIGEST_HEADER, RECORD_HEADER, VALUE_OFFSET, RecordError
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +59,9 @@ KEY = struct.Struct(">QQ")
 _LEDGER_KEY = struct.Struct(">Q")
 _VALUE_HEAD = struct.Struct(">Iq")
 _MAX_ENTRY_ID = (1 << 64) - 1
+RUNS_CF = "runs"
+# Runs read to estimate entries per run when none was written since start.
+_RUN_SAMPLE = 16
 
 
 def entry_key(ledger_id: int, entry_id: int) -> bytes:
@@ -150,7 +165,8 @@ class EntryStore:
     stored entry (perf: ~40 % of a bookie's CPU under load). Recycled
     write-ahead-log files are rewritten in pages already cached, and SST files
     written with O_DIRECT bypass the page cache; together they halve the CPU
-    of a raw synced write (benchmarks/ledger_replication.py)."""
+    of a raw synced write (benchmarks/ledger_replication.py). Runs
+    (bookie/entry_runs.py) then take the per-entry cost out of what remains."""
 
     def __init__(
         self,
@@ -165,19 +181,35 @@ class EntryStore:
         opts, self.direct_io = entry_options(path, tuning or StoreTuning.from_settings())
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
-        self.db = Rdict(str(path), opts, column_families={"ledgers": Options(raw_mode=True)})
+        self.db = Rdict(
+            str(path),
+            opts,
+            column_families={"ledgers": Options(raw_mode=True), RUNS_CF: opts},
+        )
         self._ledgers_cf = self.db.get_column_family("ledgers")
         self._ledgers_handle = self.db.get_column_family_handle("ledgers")
+        self._runs_cf = self.db.get_column_family(RUNS_CF)
+        self._runs_handle = self.db.get_column_family_handle(RUNS_CF)
         self.sync = sync
         self._write_opts = WriteOptions()
         self._write_opts.sync = False  # see the module docstring: flush_wal syncs
         self._states: collections.OrderedDict[int, LedgerState] = collections.OrderedDict()
         self._max_states = max_cached_ledger_states
         self._states_lock = threading.Lock()
+        # Highest entry id written per ledger, owned by the one thread that
+        # stages records (the group committer); a ledger not in it is looked
+        # up on disk, which that thread's own writes keep exact. Too high
+        # (a failed write, a deleted ledger) only means single entries.
+        self._last_written: collections.OrderedDict[int, int] = collections.OrderedDict()
+        self.runs_written = 0
+        self.run_entries_written = 0
+        self._sampled_entries_per_run: float | None = None
 
     def close(self) -> None:
         del self._ledgers_cf
         del self._ledgers_handle
+        del self._runs_cf
+        del self._runs_handle
         self.db.close()
 
     # ---------------------------------------------------------------- state
@@ -207,38 +239,79 @@ class EntryStore:
 
     # ---------------------------------------------------------------- reads
 
+    def _run_at(self, ledger_id: int, entry_id: int) -> tuple[int, bytes] | None:
+        """(last entry id, run) of the ledger's run with the lowest last entry
+        id >= ``entry_id``: the only run that can hold it, since a ledger's
+        runs never overlap."""
+        it = self._runs_cf.iter()
+        it.seek(entry_key(ledger_id, entry_id))
+        if not it.valid():
+            return None
+        lid, last = KEY.unpack(it.key())
+        return (last, it.value()) if lid == ledger_id else None
+
     def get(self, ledger_id: int, entry_id: int) -> tuple[int, int, bytes] | None:
         value = self.db.get(entry_key(ledger_id, entry_id))
-        return None if value is None else decode_value(value)
+        if value is not None:
+            return decode_value(value)
+        found = self._run_at(ledger_id, entry_id)
+        return None if found is None else find_in_run(found[1], entry_id)
 
     def scan(
         self, ledger_id: int, first: int, last: int, limit: int
     ) -> list[tuple[int, int, int, bytes]]:
-        """(entry id, digest, lac, payload) of stored entries in [first, last]."""
-        ro = ReadOptions()
-        ro.set_iterate_upper_bound(
+        """(entry id, digest, lac, payload) of stored entries in [first, last],
+        at most ``limit`` of them, the lowest ids first."""
+        upper = (
             entry_key(ledger_id, last + 1)
             if last < _MAX_ENTRY_ID
             else _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
         )
-        out = []
+        ro = ReadOptions()
+        ro.set_iterate_upper_bound(upper)
+        singles: dict[int, tuple[int, int, int, bytes]] = {}
         for key, value in self.db.items(from_key=entry_key(ledger_id, first), read_opt=ro):
             _, entry_id = KEY.unpack(bytes(key))  # type: ignore[arg-type]
-            digest, lac, payload = decode_value(value)
-            out.append((entry_id, digest, lac, payload))
-            if len(out) >= limit:
+            singles[entry_id] = (entry_id, *decode_value(value))
+            if len(singles) >= limit:
                 break
-        return out
+        from_runs: list[tuple[int, int, int, bytes]] = []
+        ro = ReadOptions()
+        ro.set_iterate_upper_bound(_LEDGER_KEY.pack(ledger_id + 1) + bytes(8))
+        for _, run in self._runs_cf.items(from_key=entry_key(ledger_id, first), read_opt=ro):
+            if run_first_entry(run) > last:
+                break
+            from_runs.extend(run_rows(run, first, last))  # type: ignore[arg-type]
+            if len(from_runs) >= limit:
+                break
+        if not singles:
+            return from_runs[:limit]
+        rows = [singles.pop(row[0], row) for row in from_runs]
+        rows.extend(singles.values())
+        rows.sort(key=lambda row: row[0])
+        return rows[:limit]
 
     def get_many(
         self, ledger_id: int, entry_ids: list[int]
     ) -> list[tuple[int, tuple[int, int, bytes] | None]]:
-        """(entry id, (digest, lac, payload) or None) for each id, one multi-get."""
+        """(entry id, (digest, lac, payload) or None) for each id: one multi-get
+        of single entries, then one read per run the others fall in."""
         values: list = self.db.get([entry_key(ledger_id, e) for e in entry_ids])  # type: ignore[assignment]
-        return [
-            (e, None if v is None else decode_value(v))
-            for e, v in zip(entry_ids, values, strict=True)
-        ]
+        out: list[tuple[int, tuple[int, int, bytes] | None]] = []
+        run, run_first, run_last = b"", 0, -1
+        for e, v in zip(entry_ids, values, strict=True):
+            if v is not None:
+                out.append((e, decode_value(v)))
+                continue
+            if not run_first <= e <= run_last:
+                found = self._run_at(ledger_id, e)
+                if found is None:
+                    out.append((e, None))
+                    continue
+                run_last, run = found
+                run_first = run_first_entry(run)
+            out.append((e, find_in_run(run, e)))
+        return out
 
     def ledger_count(self, limit: int) -> int:
         n = 0
@@ -248,12 +321,29 @@ class EntryStore:
                 break
         return n
 
+    def _entries_per_run(self) -> float:
+        if self.runs_written:
+            return self.run_entries_written / self.runs_written
+        if self._sampled_entries_per_run is None:
+            counts = []
+            for _, run in self._runs_cf.items():
+                counts.append(run_entry_count(run))  # type: ignore[arg-type]
+                if len(counts) >= _RUN_SAMPLE:
+                    break
+            self._sampled_entries_per_run = sum(counts) / len(counts) if counts else 0.0
+        return self._sampled_entries_per_run
+
     def size_estimate(self) -> tuple[int, int]:
-        """(entries, bytes) as RocksDB estimates them."""
-        keys = self.db.property_int_value("rocksdb.estimate-num-keys") or 0
-        sst = self.db.property_int_value("rocksdb.total-sst-files-size") or 0
-        mem = self.db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
-        return int(keys), int(sst + mem)
+        """(entries, bytes) as RocksDB estimates them; entries in runs are
+        estimated from the mean number of entries per run."""
+        entries = bytes_ = 0.0
+        for cf, per_key in ((self.db, 1.0), (self._runs_cf, None)):
+            keys = cf.property_int_value("rocksdb.estimate-num-keys") or 0
+            entries += keys * (per_key if per_key is not None else self._entries_per_run())
+            bytes_ += (cf.property_int_value("rocksdb.total-sst-files-size") or 0) + (
+                cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+            )
+        return int(entries), int(bytes_)
 
     def delete_ledger(self, ledger_id: int) -> bool:
         """Remove a ledger's entries and state, then compact its range away."""
@@ -264,23 +354,28 @@ class EntryStore:
         begin, end = entry_key(ledger_id, 0), _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
         wb = WriteBatch(raw_mode=True)
         wb.delete_range(begin, end)
+        wb.delete_range(begin, end, self._runs_handle)
         wb.delete(_LEDGER_KEY.pack(ledger_id), self._ledgers_handle)
         self.write_group([wb])
         with self._states_lock:
             self._states.pop(ledger_id, None)
         self.db.compact_range(begin, end)
+        self._runs_cf.compact_range(begin, end)
         return existed
 
     def last_entry(self, ledger_id: int) -> int:
-        it = self.db.iter()
-        it.seek_for_prev(entry_key(ledger_id, _MAX_ENTRY_ID))
-        if it.valid():
-            key = it.key()
-            if len(key) == KEY.size:
-                lid, eid = KEY.unpack(key)
-                if lid == ledger_id:
-                    return int(eid)
-        return -1
+        """The highest entry id stored for the ledger, -1 if none."""
+        last = -1
+        for cf in (self.db, self._runs_cf):
+            it = cf.iter()
+            it.seek_for_prev(entry_key(ledger_id, _MAX_ENTRY_ID))
+            if it.valid():
+                key = it.key()
+                if len(key) == KEY.size:
+                    lid, eid = KEY.unpack(key)
+                    if lid == ledger_id:
+                        last = max(last, int(eid))
+        return last
 
     # ---------------------------------------------------------------- writes
 
@@ -288,46 +383,29 @@ class EntryStore:
     def new_batch() -> WriteBatch:
         return WriteBatch(raw_mode=True)
 
-    @staticmethod
-    def put_records(wb: WriteBatch, ledger_id: int, data: bytes) -> tuple[int, int]:
-        """Put every packed record of ``data`` (protos/digest.py) into ``wb``,
-        each digest checked; returns (entries, highest LAC). Raises
-        :class:`RecordError` at the first bad record; ``wb`` is then to be
-        dropped, so a bad request stores nothing.
-
-        One pass from request bytes to the batch: the stored value is sliced
-        straight out of the record, no tuple per entry in between."""
-        view = memoryview(data)
-        unpack, crc, pack, key = (
-            RECORD_HEADER.unpack_from,
-            crc32c.crc32c,
-            DIGEST_HEADER.pack,
-            KEY.pack,
-        )
-        put = wb.put
-        head = RECORD_HEADER.size
-        off, end, n, max_lac = 0, len(data), 0, -1
-        while off < end:
-            if end - off < head:
-                raise RecordError(f"{end - off} trailing bytes are not a whole record header")
-            entry_id, size, digest, lac = unpack(data, off)
-            stop = off + head + size
-            if stop > end:
-                raise RecordError(
-                    f"entry {entry_id} claims {size} payload bytes; {end - off - head} remain"
-                )
-            if entry_id < 0:
-                raise RecordError(f"entry id {entry_id} < 0")
-            if crc(view[off + head : stop], crc(pack(ledger_id, entry_id, lac))) != digest:
-                raise RecordError(
-                    f"digest mismatch on ledger {ledger_id} entry {entry_id}", digest=True
-                )
-            put(key(ledger_id, entry_id), data[off + VALUE_OFFSET : stop])
-            if lac > max_lac:
-                max_lac = lac
-            off = stop
-            n += 1
-        return n, max_lac
+    def stage_records(self, wb: WriteBatch, records: CheckedRecords) -> None:
+        """Put checked records into ``wb``: as runs when they may be (see
+        bookie/entry_runs.py), else one key per entry. Called only by the
+        thread that writes the batches, in write order."""
+        ledger_id, data = records.ledger_id, records.data
+        last = self._last_written.get(ledger_id)
+        if last is None:
+            last = self.last_entry(ledger_id)
+        else:
+            self._last_written.move_to_end(ledger_id)
+        if records.ascending and records.first_entry_id > last:
+            start = 0
+            for stop, last_id in records.runs:
+                wb.put(KEY.pack(ledger_id, last_id), data[start:stop], self._runs_handle)
+                start = stop
+            self.runs_written += len(records.runs)
+            self.run_entries_written += records.entries
+        else:
+            for entry_id, value in record_values(data):
+                wb.put(KEY.pack(ledger_id, entry_id), value)
+        self._last_written[ledger_id] = max(last, records.last_entry_id)
+        while len(self._last_written) > self._max_states:
+            self._last_written.popitem(last=False)
 
     def put_state(self, wb: WriteBatch, ledger_id: int, value: bytes) -> None:
         wb.put(_LEDGER_KEY.pack(ledger_id), value, self._ledgers_handle)
@@ -346,6 +424,7 @@ class _Item:
     entries: int
     size: int
     done: Callable[[BaseException | None], None]
+    records: CheckedRecords | None
 
 
 class GroupCommitter:
@@ -383,12 +462,14 @@ class GroupCommitter:
         entries: int,
         size: int,
         done: Callable[[BaseException | None], None],
+        records: CheckedRecords | None = None,
     ) -> None:
-        """Queue ``batch`` (``entries`` entries, ``size`` bytes) for the next group."""
+        """Queue ``batch`` (``entries`` entries, ``size`` bytes) for the next
+        group, ``records`` to be staged into it when the group is written."""
         with self._cond:
             if self._stopping:
                 raise RuntimeError("the bookie is stopping")
-            self._queue.append(_Item(batch, entries, size, done))
+            self._queue.append(_Item(batch, entries, size, done, records))
             self._cond.notify()
 
     def stop(self) -> None:
@@ -428,6 +509,9 @@ class GroupCommitter:
             exc: BaseException | None = None
             started = time.perf_counter()
             try:
+                for item in group:
+                    if item.records is not None:
+                        self.store.stage_records(item.batch, item.records)
                 self.store.write_group([item.batch for item in group])
             except Exception as e:
                 log.exception("group commit of %d entries failed", entries)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bookie.entry_runs import find_in_run
 from bookie.ledger_client import (
     CLOSED,
     BKError,
@@ -18,8 +19,9 @@ from bookie.ledger_client import (
     LedgerFencedError,
     LedgerMetadata,
 )
-from bookie.storage import decode_value, encode_value, entry_key
+from bookie.storage import RUNS_CF, entry_key
 from metastore.client import MetastoreClient
+from protos.digest import RECORD_HEADER
 from tests.harness import ROOT, BookieCluster
 
 
@@ -181,10 +183,20 @@ def test_a_corrupt_replica_is_detected_and_read_from_another(bookies3, caplog):
     from rocksdict import Options, Rdict
 
     path = str(bookies3.bookie_dir(i) / "data" / "entries")
-    db = Rdict(path, Options(raw_mode=True), column_families={"ledgers": Options(raw_mode=True)})
-    key = entry_key(md.ledger_id, 5)
-    digest, lac, good = decode_value(bytes(db[key]))  # type: ignore[arg-type]
-    db[key] = encode_value(digest, lac, b"X" + good[1:])  # same digest, different bytes
+    families = {"ledgers": Options(raw_mode=True), RUNS_CF: Options(raw_mode=True)}
+    db = Rdict(path, Options(raw_mode=True), column_families=families)
+    runs = db.get_column_family(RUNS_CF)
+    # The writer sent the entries in order, so entry 5 is in a run: the first
+    # run of the ledger whose key (its last entry) is at or above 5.
+    key, value = next(iter(runs.items(from_key=entry_key(md.ledger_id, 5))))
+    stored = bytes(value)  # type: ignore[arg-type]
+    digest, lac, good = find_in_run(stored, 5)  # type: ignore[misc]
+    record = RECORD_HEADER.pack(5, len(good), digest, lac) + good
+    at = stored.find(record)
+    assert at >= 0
+    bad = record[: RECORD_HEADER.size] + b"X" + good[1:]  # same digest, different bytes
+    runs[key] = stored[:at] + bad + stored[at + len(record) :]
+    del runs
     db.close()
     bookies3.start(i)
     bookies3.wait_ready(i)

@@ -1,18 +1,17 @@
-"""Packed entry records: the writer's hand-serialised add requests, the
-bookie's one-pass parse into a write batch, request cutting, and the
-store without O_DIRECT."""
+"""Packed entry records: the writer's hand-serialised add requests, request
+cutting, and the store without O_DIRECT. (The bookie's side of records:
+tests/unit/test_entry_runs.py.)"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
+from bookie.entry_runs import check_records
 from bookie.ledger_client import BookieConnection, _runs_under, _varint
 from bookie.storage import EntryStore, StoreTuning, direct_io_works
 from protos import bookie_pb2
-from protos.digest import RecordError, encode_record, entry_digest, pack_record
+from protos.digest import pack_record
 
 
 def test_varint_matches_protobuf():
@@ -56,39 +55,6 @@ def test_runs_under_a_byte_limit():
     assert _runs_under([b"x" * 50], 10) == [(0, 1)]  # a record over the limit goes alone
 
 
-@pytest.fixture
-def store(tmp_path: Path):
-    s = EntryStore(tmp_path / "db", sync=True, max_cached_ledger_states=10)
-    yield s
-    s.close()
-
-
-def test_put_records_stores_every_entry_with_its_digest(store: EntryStore):
-    wb = store.new_batch()
-    data = b"".join(pack_record(7, e, e - 1, b"p%d" % e) for e in (3, 4, 6))
-    assert store.put_records(wb, 7, data) == (3, 5)
-    store.write_group([wb])
-    digest, lac, payload = store.get(7, 6)  # type: ignore[misc]
-    assert (lac, payload) == (5, b"p6") and digest == entry_digest(7, 6, 5, b"p6")
-    assert store.get(7, 5) is None
-
-
-@pytest.mark.parametrize(
-    ("data", "digest_error", "message"),
-    [
-        (pack_record(7, 0, -1, b"ok") + encode_record(1, -1, 12345, b"bad"), True, "digest"),
-        (pack_record(7, 0, -1, b"ok")[:-1], False, "claims 2 payload bytes"),
-        (pack_record(7, 0, -1, b"ok") + b"\x00" * 5, False, "5 trailing bytes"),
-        (encode_record(-1, -1, entry_digest(7, -1, -1, b"x"), b"x"), False, "entry id -1"),
-    ],
-)
-def test_a_bad_record_is_refused(store: EntryStore, data, digest_error, message):
-    with pytest.raises(RecordError, match=message) as info:
-        store.put_records(store.new_batch(), 7, data)
-    assert info.value.digest is digest_error
-    assert store.get(7, 0) is None
-
-
 def test_the_store_uses_direct_io_where_it_works_and_can_do_without(tmp_path: Path):
     s = EntryStore(tmp_path / "db", sync=True, max_cached_ledger_states=1)
     assert s.direct_io == direct_io_works(tmp_path / "db")
@@ -101,7 +67,7 @@ def test_the_store_uses_direct_io_where_it_works_and_can_do_without(tmp_path: Pa
     )
     assert not s.direct_io
     wb = s.new_batch()
-    s.put_records(wb, 1, pack_record(1, 0, -1, b"x"))
+    s.stage_records(wb, check_records(1, pack_record(1, 0, -1, b"x"), 65536))
     s.write_group([wb])
     assert s.get(1, 0) is not None
     s.close()

@@ -1,6 +1,13 @@
 import pytest
 
-from bookie.quorum import AckTracker, QuorumConfigError, check_quorums, stripe_offsets, write_set
+from bookie.quorum import (
+    AckTracker,
+    QuorumConfigError,
+    check_quorums,
+    stripe,
+    stripe_offsets,
+    write_set,
+)
 
 
 @pytest.mark.parametrize(
@@ -112,5 +119,9 @@ def test_stripe_slices_give_each_bookie_exactly_its_write_sets_entries(e, qw):
     for first in range(0, 12):
         run = list(range(first, first + 17))
         for index in range(e):
+            expected = [x for x in run if index in write_set(x, e, qw)]
             got = sorted(x for k in stripe_offsets(first, e, qw, index) for x in run[k::e])
-            assert got == [x for x in run if index in write_set(x, e, qw)], (first, index)
+            assert got == expected, (first, index)
+            # stripe() gives the same share in entry order (from a list or a range)
+            assert stripe(run, first, e, qw, index) == expected, (first, index)
+            assert stripe(range(first, first + 17), first, e, qw, index) == expected
