@@ -21,11 +21,10 @@ from pathlib import Path
 
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
-from rocksdict import WriteBatch
 
-from bookie.entry_runs import CheckedRecords, check_records
+from bookie.entry_runs import check_records
 from bookie.settings import BookieSettings
-from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning
+from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning, Write
 from metastore.client import MetastoreClient, MetastoreError, Session
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.digest import RecordError, entry_digest
@@ -104,12 +103,10 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- adds
 
-    def _prepare_add(
-        self, req: bookie_pb2.AddRequest
-    ) -> tuple[WriteBatch, CheckedRecords, LedgerState]:
-        """The request's write batch (its ledger state, if that changes),
-        checked records and ledger state; :class:`_RequestError` (and nothing
-        changed) if any of it is refused."""
+    def _prepare_add(self, req: bookie_pb2.AddRequest) -> tuple[Write, LedgerState]:
+        """The request's write (checked records, and the ledger's state if
+        that changes) and the ledger state; :class:`_RequestError` (and
+        nothing changed) if any of it is refused."""
         if not req.entries:
             raise _RequestError(
                 common_pb2.INVALID_ARGUMENT, f"add request {req.request_id} carries no entries"
@@ -138,16 +135,15 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         except RecordError as exc:
             code = common_pb2.DIGEST_MISMATCH if exc.digest else common_pb2.INVALID_ARGUMENT
             raise _RequestError(code, f"add request {req.request_id}: {exc}") from None
-        wb = self.store.new_batch()
         if state.master_key is None:  # the first add of a ledger sets its key
             state.master_key = bytes(req.master_key)
-            self.store.put_state(wb, req.ledger_id, state.encode())
-        return wb, records, state
+            return Write(records, (req.ledger_id, state.encode())), state
+        return Write(records), state
 
     def _add(self, req: bookie_pb2.AddRequest) -> asyncio.Future:
         fut: asyncio.Future = self.loop.create_future()
         try:
-            wb, records, state = self._prepare_add(req)
+            write, state = self._prepare_add(req)
         except _RequestError as exc:
             fut.set_result(
                 bookie_pb2.AddResponse(
@@ -158,7 +154,8 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             )
             return fut
         started = time.perf_counter()
-        size, n, max_lac = len(req.entries), records.entries, records.max_lac
+        assert write.records is not None
+        size, n, max_lac = len(req.entries), write.records.entries, write.records.max_lac
 
         def done(exc: BaseException | None) -> None:
             if exc is None:
@@ -176,7 +173,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             if not fut.done():
                 fut.set_result(resp)
 
-        self.committer.submit(wb, n, size, done, records)
+        self.committer.submit(write, n, size, done)
         return fut
 
     async def AddEntries(self, request_iterator, context):  # type: ignore[no-untyped-def]
@@ -299,9 +296,8 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     if not fut.done():
                         fut.set_result(exc)
 
-                wb = self.store.new_batch()
-                self.store.put_state(wb, request.ledger_id, state.encode())
-                self.committer.submit(wb, 0, 0, done)
+                write = Write(state=(request.ledger_id, state.encode()))
+                self.committer.submit(write, 0, 0, done)
                 exc = await fut
                 if exc is not None:
                     state.fenced = False

@@ -17,7 +17,9 @@ class BookieSettings:
     bookie_id: str = setting(
         "", "Stable id of this bookie; empty = the id in the cookie, or a new one."
     )
-    journal_sync: bool = setting(True, "fsync every group commit before acknowledging adds.")
+    journal_sync: bool = setting(
+        True, "fdatasync the journal after every group commit, before acknowledging adds."
+    )
     group_commit_max_wait_ms: float = setting(
         0.0,
         "Extra time a group commit waits for more adds once it has one. 0 = none: adds "
@@ -27,17 +29,17 @@ class BookieSettings:
     group_commit_max_bytes: int = setting(8388608, "Most payload bytes in one group commit.")
     journal_recycle_files: int = setting(
         4,
-        "Obsolete RocksDB write-ahead-log files kept to be rewritten instead of new ones "
-        "(RocksDB recycle_log_file_num); rewriting a file's cached pages costs far less "
-        "CPU than filling fresh ones. 0 = always new files.",
+        "Journal files kept after their checkpoint to be rewritten as new ones; "
+        "rewriting a file's cached pages costs far less CPU than filling fresh ones. "
+        "0 = always new files.",
+    )
+    journal_max_size_mb: int = setting(
+        16,
+        "Size at which the journal moves to a new file and a checkpoint flushes "
+        "RocksDB's memtables, after which the older files are no longer needed.",
     )
     write_buffer_size_mb: int = setting(
-        16,
-        "Size of one RocksDB memtable; a full one is flushed to an SST file and its "
-        "write-ahead log can be recycled.",
-    )
-    max_total_wal_size_mb: int = setting(
-        64, "Write-ahead log size at which RocksDB flushes memtables to free old logs."
+        16, "Size of one RocksDB memtable; a full one is flushed to an SST file."
     )
     direct_io_for_flush_and_compaction: bool = setting(
         True,

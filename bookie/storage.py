@@ -15,17 +15,12 @@ Big-endian keys keep a ledger's entries contiguous and in order, so a range
 read is one scan of each family.
 
 Theory of operation of :class:`GroupCommitter`: every add is queued; one
-writer thread takes everything queued (up to the batch limits), writes it as
-one ``WriteBatch``, makes the write-ahead log durable, and only then
-reports the whole group done. (The batch is written without ``sync`` and
-the log synced by ``flush_wal(True)`` after it: rocksdict holds the GIL for
-the whole of a synced ``write``, fsync included, which would stop the
-event loop from taking in the next group meanwhile; ``flush_wal`` lets it
-run. The entries are readable a moment before they are durable; only
-recovery reads past the LAC, and what it finds there the writer did send.)
-While one fsync runs the next group gathers, so the number of fsyncs
-follows the disk, not the add rate (DESIGN §9: 100 entries per sync give 37x
-the rate of one put per sync).
+writer thread takes everything queued (up to the batch limits), appends it
+to the journal (bookie/journal.py) with one ``fdatasync``, applies it to
+RocksDB as one ``WriteBatch`` without RocksDB's own log, and only then
+reports the whole group done. While one fsync runs the next group gathers,
+so the number of fsyncs follows the disk, not the add rate (DESIGN §9: 100
+entries per sync give 37x the rate of one put per sync).
 """
 
 from __future__ import annotations
@@ -34,6 +29,7 @@ import collections
 import json
 import logging
 import os
+import queue
 import struct
 import threading
 import time
@@ -45,13 +41,16 @@ from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch
 
 from bookie.entry_runs import (
     CheckedRecords,
+    check_records,
     find_in_run,
     record_values,
     run_entry_count,
     run_first_entry,
     run_rows,
 )
+from bookie.journal import DELETE, ENTRIES, STATE, Journal
 from bookie.settings import BookieSettings
+from protos.digest import RecordError
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +61,8 @@ _MAX_ENTRY_ID = (1 << 64) - 1
 RUNS_CF = "runs"
 # Runs read to estimate entries per run when none was written since start.
 _RUN_SAMPLE = 16
+# Journal files' checkpoints waiting before writes wait for them.
+_MAX_CHECKPOINTS = 4
 
 
 def entry_key(ledger_id: int, entry_id: int) -> bytes:
@@ -100,22 +101,33 @@ class LedgerState:
 
 @dataclass(frozen=True)
 class StoreTuning:
-    """RocksDB choices that decide what a stored byte costs (bookie settings)."""
+    """Choices that decide what a stored byte costs (bookie settings)."""
 
-    recycle_log_files: int
+    recycle_journal_files: int
+    journal_max_bytes: int
     write_buffer_bytes: int
-    max_total_wal_bytes: int
     direct_io: bool
+    run_max_bytes: int
 
     @classmethod
     def from_settings(cls, settings: BookieSettings | None = None) -> StoreTuning:
         s = settings or BookieSettings()
         return cls(
-            recycle_log_files=s.journal_recycle_files,
+            recycle_journal_files=s.journal_recycle_files,
+            journal_max_bytes=s.journal_max_size_mb << 20,
             write_buffer_bytes=s.write_buffer_size_mb << 20,
-            max_total_wal_bytes=s.max_total_wal_size_mb << 20,
             direct_io=s.direct_io_for_flush_and_compaction,
+            run_max_bytes=s.entry_run_max_bytes,
         )
+
+
+@dataclass(frozen=True)
+class Write:
+    """One queued write: checked records, and/or a ledger's new state
+    (ledger id, encoded :class:`LedgerState`)."""
+
+    records: CheckedRecords | None = None
+    state: tuple[int, bytes] | None = None
 
 
 def direct_io_works(path: Path) -> bool:
@@ -149,9 +161,7 @@ def entry_options(path: Path, tuning: StoreTuning) -> tuple[Options, bool]:
     # Payloads are the producers' (often compressed) bytes: compressing
     # them again costs flush and compaction CPU for little space.
     opts.set_compression_type(DBCompressionType.none())
-    opts.set_recycle_log_file_num(tuning.recycle_log_files)
     opts.set_write_buffer_size(tuning.write_buffer_bytes)
-    opts.set_max_total_wal_size(tuning.max_total_wal_bytes)
     direct_io = tuning.direct_io and direct_io_works(path)
     if tuning.direct_io and not direct_io:
         log.warning("%s refuses O_DIRECT; SST files go through the page cache", path)
@@ -162,11 +172,14 @@ def entry_options(path: Path, tuning: StoreTuning) -> tuple[Options, bool]:
 class EntryStore:
     """Theory of the tuning: on these machines the kernel's copy of written
     bytes into fresh page-cache pages, not the disk, is the largest cost of a
-    stored entry (perf: ~40 % of a bookie's CPU under load). Recycled
-    write-ahead-log files are rewritten in pages already cached, and SST files
-    written with O_DIRECT bypass the page cache; together they halve the CPU
-    of a raw synced write (benchmarks/ledger_replication.py). Runs
-    (bookie/entry_runs.py) then take the per-entry cost out of what remains."""
+    stored entry (perf: ~40 % of a bookie's CPU under load). Recycled journal
+    files are rewritten in pages already cached, and SST files written with
+    O_DIRECT bypass the page cache. Runs (bookie/entry_runs.py) take the
+    per-entry cost out of what remains, and the journal (bookie/journal.py)
+    the software CRC of RocksDB's own log (benchmarks/ledger_replication.py).
+
+    Every write goes through :meth:`write_group` (or :meth:`delete_ledger`),
+    one at a time: journal first, then RocksDB without its log."""
 
     def __init__(
         self,
@@ -175,10 +188,12 @@ class EntryStore:
         sync: bool,
         max_cached_ledger_states: int,
         tuning: StoreTuning | None = None,
+        journal_path: Path | None = None,
     ) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        opts, self.direct_io = entry_options(path, tuning or StoreTuning.from_settings())
+        tuning = tuning or StoreTuning.from_settings()
+        opts, self.direct_io = entry_options(path, tuning)
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
         self.db = Rdict(
@@ -192,7 +207,10 @@ class EntryStore:
         self._runs_handle = self.db.get_column_family_handle(RUNS_CF)
         self.sync = sync
         self._write_opts = WriteOptions()
-        self._write_opts.sync = False  # see the module docstring: flush_wal syncs
+        # the journal makes writes durable (an attribute, whatever the stub says)
+        self._write_opts.disable_wal = True  # type: ignore[method-assign,assignment]
+        self._write_lock = threading.Lock()
+        self.run_max_bytes = tuning.run_max_bytes
         self._states: collections.OrderedDict[int, LedgerState] = collections.OrderedDict()
         self._max_states = max_cached_ledger_states
         self._states_lock = threading.Lock()
@@ -204,13 +222,78 @@ class EntryStore:
         self.runs_written = 0
         self.run_entries_written = 0
         self._sampled_entries_per_run: float | None = None
+        self.journal = Journal(
+            journal_path or path.parent / "journal",
+            max_file_bytes=tuning.journal_max_bytes,
+            recycle_files=tuning.recycle_journal_files,
+            sync=sync,
+        )
+        replayed = self.journal.replay(self._replay)
+        if replayed:
+            self.flush_memtables()
+            self.journal.checkpoint_done(replayed)
+        # files the journal left behind, waiting for their checkpoint
+        self._checkpoints: queue.Queue[list[Path] | None] = queue.Queue(maxsize=_MAX_CHECKPOINTS)
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_loop, name="checkpoint", daemon=True
+        )
+        self._checkpointer.start()
 
     def close(self) -> None:
+        self._checkpoints.put(None)
+        self._checkpointer.join(timeout=60)
+        with self._write_lock:
+            self.flush_memtables()
+            self.journal.close()
+            self.journal.checkpoint_done([p for _, p in self.journal.existing()])
         del self._ledgers_cf
         del self._ledgers_handle
         del self._runs_cf
         del self._runs_handle
         self.db.close()
+
+    # ---------------------------------------------------------------- journal
+
+    def flush_memtables(self) -> None:
+        for cf in (self.db, self._runs_cf, self._ledgers_cf):
+            cf.flush(True)
+
+    def _checkpoint_loop(self) -> None:
+        while True:
+            files = self._checkpoints.get()
+            if files is None:
+                return
+            try:
+                self.flush_memtables()
+                self.journal.checkpoint_done(files)
+            except Exception:  # the files stay and are replayed at the next start
+                log.exception("checkpoint of journal files %s failed", files)
+
+    def _replay(self, kind: int, ledger_id: int, body: bytes) -> bool:
+        """Apply one journal frame to RocksDB; False if it is bad (replay of
+        its file stops there, as at a torn frame)."""
+        wb = WriteBatch(raw_mode=True)
+        if kind == ENTRIES:
+            try:
+                records = check_records(ledger_id, body, self.run_max_bytes)
+            except RecordError as exc:
+                log.warning("journal frame of ledger %d is bad: %s", ledger_id, exc)
+                return False
+            self.stage_records(wb, records)
+        elif kind == STATE:
+            # State only moves forward (fenced stays fenced, a master key stays
+            # set), so replaying an older frame never undoes a newer one.
+            new = LedgerState.decode(body)
+            raw = self._ledgers_cf.get(_LEDGER_KEY.pack(ledger_id))
+            if raw is not None:
+                old = LedgerState.decode(raw)
+                new.fenced = new.fenced or old.fenced
+                new.master_key = old.master_key or new.master_key
+            wb.put(_LEDGER_KEY.pack(ledger_id), new.encode(), self._ledgers_handle)
+        else:
+            self._delete_ops(wb, ledger_id)
+        self.db.write(wb, self._write_opts)
+        return True
 
     # ---------------------------------------------------------------- state
 
@@ -345,18 +428,26 @@ class EntryStore:
             )
         return int(entries), int(bytes_)
 
+    def _delete_ops(self, wb: WriteBatch, ledger_id: int) -> tuple[bytes, bytes]:
+        begin, end = entry_key(ledger_id, 0), _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
+        wb.delete_range(begin, end)
+        wb.delete_range(begin, end, self._runs_handle)
+        wb.delete(_LEDGER_KEY.pack(ledger_id), self._ledgers_handle)
+        return begin, end
+
     def delete_ledger(self, ledger_id: int) -> bool:
         """Remove a ledger's entries and state, then compact its range away."""
         existed = (
             self._ledgers_cf.get(_LEDGER_KEY.pack(ledger_id)) is not None
             or self.last_entry(ledger_id) >= 0
         )
-        begin, end = entry_key(ledger_id, 0), _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
         wb = WriteBatch(raw_mode=True)
-        wb.delete_range(begin, end)
-        wb.delete_range(begin, end, self._runs_handle)
-        wb.delete(_LEDGER_KEY.pack(ledger_id), self._ledgers_handle)
-        self.write_group([wb])
+        begin, end = self._delete_ops(wb, ledger_id)
+        with self._write_lock:
+            left = self.journal.append([(DELETE, ledger_id, b"")])
+            self.db.write(wb, self._write_opts)
+        if left:
+            self._checkpoints.put(left)
         with self._states_lock:
             self._states.pop(ledger_id, None)
         self.db.compact_range(begin, end)
@@ -379,14 +470,10 @@ class EntryStore:
 
     # ---------------------------------------------------------------- writes
 
-    @staticmethod
-    def new_batch() -> WriteBatch:
-        return WriteBatch(raw_mode=True)
-
     def stage_records(self, wb: WriteBatch, records: CheckedRecords) -> None:
         """Put checked records into ``wb``: as runs when they may be (see
-        bookie/entry_runs.py), else one key per entry. Called only by the
-        thread that writes the batches, in write order."""
+        bookie/entry_runs.py), else one key per entry. Called in write
+        order, under the write lock (or in replay, before any write)."""
         ledger_id, data = records.ledger_id, records.data
         last = self._last_written.get(ledger_id)
         if last is None:
@@ -407,24 +494,34 @@ class EntryStore:
         while len(self._last_written) > self._max_states:
             self._last_written.popitem(last=False)
 
-    def put_state(self, wb: WriteBatch, ledger_id: int, value: bytes) -> None:
-        wb.put(_LEDGER_KEY.pack(ledger_id), value, self._ledgers_handle)
-
-    def write_group(self, batches: list[WriteBatch]) -> None:
-        """Write the batches, then make them durable with one sync."""
-        for wb in batches:
+    def write_group(self, writes: list[Write]) -> None:
+        """Journal the writes (durable once this returns), then apply them to
+        RocksDB as one batch."""
+        wb = WriteBatch(raw_mode=True)
+        ops: list[tuple[int, int, bytes]] = []
+        with self._write_lock:
+            for w in writes:
+                if w.state is not None:
+                    ledger_id, body = w.state
+                    ops.append((STATE, ledger_id, body))
+                    wb.put(_LEDGER_KEY.pack(ledger_id), body, self._ledgers_handle)
+                if w.records is not None:
+                    ops.append((ENTRIES, w.records.ledger_id, w.records.data))
+                    self.stage_records(wb, w.records)
+            if not ops:
+                return
+            left = self.journal.append(ops)
             self.db.write(wb, self._write_opts)
-        if self.sync:
-            self.db.flush_wal(True)
+        if left:
+            self._checkpoints.put(left)  # waits while checkpoints lag behind
 
 
 @dataclass
 class _Item:
-    batch: WriteBatch
+    write: Write
     entries: int
     size: int
     done: Callable[[BaseException | None], None]
-    records: CheckedRecords | None
 
 
 class GroupCommitter:
@@ -458,18 +555,16 @@ class GroupCommitter:
 
     def submit(
         self,
-        batch: WriteBatch,
+        write: Write,
         entries: int,
         size: int,
         done: Callable[[BaseException | None], None],
-        records: CheckedRecords | None = None,
     ) -> None:
-        """Queue ``batch`` (``entries`` entries, ``size`` bytes) for the next
-        group, ``records`` to be staged into it when the group is written."""
+        """Queue ``write`` (``entries`` entries, ``size`` bytes) for the next group."""
         with self._cond:
             if self._stopping:
                 raise RuntimeError("the bookie is stopping")
-            self._queue.append(_Item(batch, entries, size, done, records))
+            self._queue.append(_Item(write, entries, size, done))
             self._cond.notify()
 
     def stop(self) -> None:
@@ -509,10 +604,7 @@ class GroupCommitter:
             exc: BaseException | None = None
             started = time.perf_counter()
             try:
-                for item in group:
-                    if item.records is not None:
-                        self.store.stage_records(item.batch, item.records)
-                self.store.write_group([item.batch for item in group])
+                self.store.write_group([item.write for item in group])
             except Exception as e:
                 log.exception("group commit of %d entries failed", entries)
                 exc = e

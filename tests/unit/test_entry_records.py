@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bookie.entry_runs import check_records
 from bookie.ledger_client import BookieConnection, _runs_under, _varint
-from bookie.storage import EntryStore, StoreTuning, direct_io_works
+from bookie.storage import EntryStore, StoreTuning, Write, direct_io_works
 from protos import bookie_pb2
 from protos.digest import pack_record
 
@@ -63,11 +63,9 @@ def test_the_store_uses_direct_io_where_it_works_and_can_do_without(tmp_path: Pa
         tmp_path / "db2",
         sync=True,
         max_cached_ledger_states=1,
-        tuning=replace(StoreTuning.from_settings(), direct_io=False, recycle_log_files=0),
+        tuning=replace(StoreTuning.from_settings(), direct_io=False, recycle_journal_files=0),
     )
     assert not s.direct_io
-    wb = s.new_batch()
-    s.stage_records(wb, check_records(1, pack_record(1, 0, -1, b"x"), 65536))
-    s.write_group([wb])
+    s.write_group([Write(check_records(1, pack_record(1, 0, -1, b"x"), 65536))])
     assert s.get(1, 0) is not None
     s.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bookie.entry_runs import check_records, find_in_run, run_rows
-from bookie.storage import KEY, EntryStore, StoreTuning
+from bookie.storage import KEY, EntryStore, StoreTuning, Write
 from protos.digest import RecordError, encode_record, entry_digest, pack_record
 
 
@@ -71,9 +71,7 @@ def store(tmp_path: Path):
 
 
 def _write(store: EntryStore, ledger_id: int, data: bytes, max_run_bytes: int = 100) -> None:
-    wb = store.new_batch()
-    store.stage_records(wb, check_records(ledger_id, data, max_run_bytes))
-    store.write_group([wb])
+    store.write_group([Write(check_records(ledger_id, data, max_run_bytes))])
 
 
 def _keys(store: EntryStore, runs: bool) -> list[tuple[int, int]]:
