@@ -79,6 +79,14 @@ def read_frames(data: bytes, file_number: int) -> Iterator[tuple[int, int, bytes
         off = body_at + length
 
 
+def _number(p: Path) -> int:
+    """The file number in a journal file's name (-1 if it has none)."""
+    try:
+        return int(p.stem, 16)
+    except ValueError:
+        return -1
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -99,13 +107,14 @@ class Journal:
         self.sync = sync
         self._lock = threading.Lock()
         # files whose frames are all in flushed SST files, to be rewritten
-        self._free: collections.deque[Path] = collections.deque(
-            sorted(path.glob(f"*{_FREE}"))[:recycle_files]
-        )
-        for extra in sorted(path.glob(f"*{_FREE}"))[recycle_files:]:
+        free = sorted(path.glob(f"*{_FREE}"))
+        self._free: collections.deque[Path] = collections.deque(free[:recycle_files])
+        for extra in free[recycle_files:]:
             extra.unlink()
         self._fd = -1
-        self.file_number = 0
+        # Numbers are never reused, free files' included: a rewritten file's
+        # stale frames must never carry its new number.
+        self.file_number = max((_number(p) for p in free), default=0)
         self._offset = 0
 
     def file_path(self, number: int) -> Path:
@@ -113,13 +122,8 @@ class Journal:
 
     def existing(self) -> list[tuple[int, Path]]:
         """(file number, path) of the journal files on disk, oldest first."""
-        found = []
-        for p in self.path.glob(f"*{_SUFFIX}"):
-            try:
-                found.append((int(p.stem, 16), p))
-            except ValueError:
-                continue
-        return sorted(found)
+        found = [(_number(p), p) for p in self.path.glob(f"*{_SUFFIX}")]
+        return sorted((n, p) for n, p in found if n >= 0)
 
     def replay(self, apply: Callable[[int, int, bytes], bool]) -> list[Path]:
         """Feed every good frame on disk to ``apply``, oldest first (a file
@@ -134,7 +138,8 @@ class Journal:
                 n += 1
             if n:
                 log.info("journal %s: replayed %d frames", p.name, n)
-        self.file_number = files[-1][0] if files else 0
+        if files:
+            self.file_number = max(self.file_number, files[-1][0])
         return [p for _, p in files]
 
     def open_next(self) -> list[Path]:

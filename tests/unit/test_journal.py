@@ -155,3 +155,19 @@ def test_checkpoints_release_journal_files_and_recycle_some(tmp_path: Path):
         assert store.last_entry(7) == 1999 and store.get(7, 0) is not None
     finally:
         store.close()
+
+
+def test_a_restarted_journal_never_reuses_a_file_number(tmp_path: Path):
+    """After a clean stop every file is free; the next file must get a new
+    number, or the stale frames past its new end would pass for its own."""
+    path = tmp_path / "entries"
+    store = EntryStore(path, sync=True, max_cached_ledger_states=10, tuning=_tuning())
+    store.write_group([_records(7, range(10))])
+    used = store.journal.file_number
+    store.close()
+    store = EntryStore(path, sync=True, max_cached_ledger_states=10, tuning=_tuning())
+    try:
+        store.write_group([_records(7, range(10, 12))])
+        assert store.journal.file_number > used
+    finally:
+        store.close()
