@@ -419,14 +419,19 @@ class EntryStore:
     def size_estimate(self) -> tuple[int, int]:
         """(entries, bytes) as RocksDB estimates them; entries in runs are
         estimated from the mean number of entries per run."""
-        entries = bytes_ = 0.0
-        for cf, per_key in ((self.db, 1.0), (self._runs_cf, None)):
-            keys = cf.property_int_value("rocksdb.estimate-num-keys") or 0
-            entries += keys * (per_key if per_key is not None else self._entries_per_run())
-            bytes_ += (cf.property_int_value("rocksdb.total-sst-files-size") or 0) + (
-                cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
-            )
-        return int(entries), int(bytes_)
+
+        def prop(cf: Rdict, name: str) -> int:
+            return cf.property_int_value(name) or 0
+
+        entries = (
+            prop(self.db, "rocksdb.estimate-num-keys")
+            + prop(self._runs_cf, "rocksdb.estimate-num-keys") * self._entries_per_run()
+        )
+        size = sum(
+            prop(cf, "rocksdb.total-sst-files-size") + prop(cf, "rocksdb.cur-size-all-mem-tables")
+            for cf in (self.db, self._runs_cf)
+        )
+        return int(entries), size
 
     def _delete_ops(self, wb: WriteBatch, ledger_id: int) -> tuple[bytes, bytes]:
         begin, end = entry_key(ledger_id, 0), _LEDGER_KEY.pack(ledger_id + 1) + bytes(8)
