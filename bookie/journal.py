@@ -47,6 +47,8 @@ ENTRIES, STATE, DELETE = 1, 2, 3
 _HEADER = struct.Struct(">QBQII")
 _FIELDS = struct.Struct(">QBQI")  # what the header CRC starts with
 _SUFFIX = ".jnl"
+# Buffers one pwritev(2) takes (IOV_MAX; POSIX guarantees at least 16).
+_IOV_MAX = max(16, os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16)
 _FREE = ".free"
 
 
@@ -172,18 +174,27 @@ class Journal:
         parts: list[bytes] = []
         for kind, ledger_id, body in ops:
             parts += frame(self.file_number, kind, ledger_id, body)
-        view = memoryview(b"".join(parts))
         try:
-            while view:
-                written = os.pwrite(self._fd, view, self._offset)
-                self._offset += written
-                view = view[written:]
+            # Gathered from the frames' own buffers: joining them first would
+            # copy every byte of the group once more.
+            for i in range(0, len(parts), _IOV_MAX):
+                self._write_all(parts[i : i + _IOV_MAX])
             if self.sync:
                 os.fdatasync(self._fd)
         except OSError:
             self._offset = self.max_file_bytes  # the next append starts a new file
             raise
         return left
+
+    def _write_all(self, parts: list[bytes]) -> None:
+        written = os.pwritev(self._fd, parts, self._offset)
+        self._offset += written
+        if written < sum(map(len, parts)):  # a short write: finish the rest
+            view = memoryview(b"".join(parts))[written:]
+            while view:
+                written = os.pwrite(self._fd, view, self._offset)
+                self._offset += written
+                view = view[written:]
 
     def checkpoint_done(self, files: list[Path]) -> None:
         """``files``' frames are all in SST files: keep up to

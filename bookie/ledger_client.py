@@ -56,7 +56,7 @@ from bookie.quorum import (
 )
 from metastore.client import BadVersionError, MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
-from protos.digest import encode_record, entry_digest, pack_record
+from protos.digest import RECORD_HEADER, encode_record, entry_digest, pack_record
 from protos.errors import MagnetarServerError
 
 log = logging.getLogger(__name__)
@@ -328,12 +328,14 @@ class LedgerWriter:
         self.length = 0
         # (last entry id, future) per add/add_many call, in entry order.
         self._waiters: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
-        # Records (protos/digest.py) of unconfirmed entries, kept to resend
-        # them after an ensemble change.
-        self._unconfirmed: dict[int, bytes] = {}
+        # Records (protos/digest.py) of the unconfirmed entries, lac + 1 ..
+        # _next_entry_id - 1 in order (entries are confirmed in order), kept
+        # to resend them after an ensemble change.
+        self._unconfirmed: list[bytes] = []
         # Records of the entries not sent yet: always the run of entry ids
         # that ends just before _next_entry_id.
         self._unsent: list[bytes] = []
+        self._unsent_bytes = 0
         self._flush_scheduled = False
         self._failure: BaseException | None = None
         self._replacing: set[int] = set()
@@ -371,20 +373,28 @@ class LedgerWriter:
                 else BKError(f"ledger {self.ledger_id} is closed or failed: {self._failure}")
             )
             return fut
-        entry_id = self._next_entry_id
-        lac, ledger_id = self.lac, self.ledger_id
-        unconfirmed, unsent = self._unconfirmed, self._unsent
-        length = 0
-        for payload in payloads:
-            unconfirmed[entry_id] = record = pack_record(ledger_id, entry_id, lac, payload)
-            unsent.append(record)
-            length += len(payload)
-            entry_id += 1
-        self.length += length
-        if entry_id == self._next_entry_id:
+        if not isinstance(payloads, (list, tuple)):
+            payloads = list(payloads)
+        if not payloads:
             fut.set_result(self.lac)
             return fut
-        self._next_entry_id = entry_id
+        first = self._next_entry_id
+        # map() steps through the entries in C: this runs for every entry.
+        records = list(
+            map(
+                pack_record,
+                itertools.repeat(self.ledger_id),
+                itertools.count(first),
+                itertools.repeat(self.lac),
+                payloads,
+            )
+        )
+        self._unconfirmed += records
+        self._unsent += records
+        length = sum(map(len, payloads))
+        self.length += length
+        self._unsent_bytes += length + len(records) * RECORD_HEADER.size
+        entry_id = self._next_entry_id = first + len(records)
         self._waiters.append((entry_id - 1, fut))
         self._schedule_flush()
         return fut
@@ -409,14 +419,14 @@ class LedgerWriter:
         settings = self.client.settings
         in_flight, max_bytes = settings.max_add_requests_in_flight, settings.max_add_request_bytes
         outstanding, replacing = self._outstanding, self._replacing
-        size = sum(map(len, unsent))
+        size = self._unsent_bytes
         if size < max_bytes and all(
             len(outstanding.get(idx, ())) >= in_flight
             for idx in range(len(self._ensemble))
             if idx not in replacing
         ):
             return
-        self._unsent = []
+        self._unsent, self._unsent_bytes = [], 0
         first = self._next_entry_id - len(unsent)
         if size <= max_bytes:
             self._send_run(first, unsent)
@@ -464,7 +474,7 @@ class LedgerWriter:
         unsent_from = self._next_entry_id - len(self._unsent)
         ids: list[int] = []
         records: list[bytes] = []
-        for entry_id, record in sorted(self._unconfirmed.items()):
+        for entry_id, record in enumerate(self._unconfirmed, self.lac + 1):
             if entry_id >= unsent_from:
                 break
             if idx in write_set(entry_id, md.ensemble_size, md.write_quorum):
@@ -503,9 +513,8 @@ class LedgerWriter:
         if not confirmed:
             return
         self.lac = lac = confirmed[-1]
-        unconfirmed = self._unconfirmed
-        for eid in confirmed:
-            del unconfirmed[eid]
+        del self._unconfirmed[: len(confirmed)]
+        assert len(self._unconfirmed) == self._next_entry_id - lac - 1
         waiters = self._waiters
         while waiters and waiters[0][0] <= lac:
             last, waiter = waiters.popleft()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bookie.entry_runs import check_records, find_in_run, run_rows
+from bookie.entry_runs import _check_any, _check_ascending, check_records, find_in_run, run_rows
 from bookie.storage import KEY, EntryStore, StoreTuning, Write
 from protos.digest import RecordError, encode_record, entry_digest, pack_record
 
@@ -35,6 +35,41 @@ def test_check_records_reads_ids_lacs_and_cuts_runs_at_record_boundaries():
     assert find_in_run(run, 4) == (entry_digest(7, 4, 3, b"x" * 100), 3, b"x" * 100)
     assert find_in_run(run, 5) is None and find_in_run(run, 99) is None
     assert [row[0] for row in run_rows(data, 4, 7)] == [4, 6, 7]
+
+
+@pytest.mark.parametrize(
+    ("ids", "lacs", "sizes", "max_run_bytes"),
+    [
+        ((0, 1, 2, 3), (-1, -1, 0, 1), (10, 10, 10, 10), 25),
+        ((5, 9, 10, 400), (3, 2, 7, 1), (0, 3000, 1, 70), 65536),
+        ((2, 5, 8, 11, 14), (0, 0, 4, 4, 10), (1024,) * 5, 1),
+        ((7,), (6,), (1,), 1 << 20),
+    ],
+)
+def test_the_ascending_fast_path_agrees_with_the_general_check(ids, lacs, sizes, max_run_bytes):
+    data = b"".join(
+        pack_record(3, e, lac, bytes([e % 256]) * size)
+        for e, lac, size in zip(ids, lacs, sizes, strict=True)
+    )
+    fast = _check_ascending(3, data, max_run_bytes)
+    assert fast is not None and fast == _check_any(3, data, max_run_bytes)
+    assert (fast.first_entry_id, fast.last_entry_id, fast.max_lac) == (ids[0], ids[-1], max(lacs))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _records(3, (4, 4)),  # not strictly ascending
+        _records(3, (4, 2, 9)),
+        pack_record(3, 0, -1, b"ok")[:-1],  # cut short
+        pack_record(3, 0, -1, b"ok") + b"\x00" * 5,  # trailing bytes
+        encode_record(-1, -1, entry_digest(3, -1, -1, b"x"), b"x"),  # negative id
+        pack_record(4, 0, -1, b"ok"),  # another ledger's digest
+        b"",
+    ],
+)
+def test_the_fast_path_leaves_anything_else_to_the_general_check(data):
+    assert _check_ascending(3, data, 65536) is None
 
 
 @pytest.mark.parametrize(

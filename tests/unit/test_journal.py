@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bookie.entry_runs import check_records
-from bookie.journal import DELETE, ENTRIES, STATE, frame, read_frames
+from bookie.journal import _IOV_MAX, DELETE, ENTRIES, STATE, Journal, frame, read_frames
 from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
 from protos.digest import pack_record
 from tests.harness import ROOT, wait_for
@@ -171,3 +171,16 @@ def test_a_restarted_journal_never_reuses_a_file_number(tmp_path: Path):
         assert store.journal.file_number > used
     finally:
         store.close()
+
+
+def test_a_group_of_more_buffers_than_one_gathered_write_takes_is_journaled_whole(
+    tmp_path: Path,
+):
+    journal = Journal(tmp_path, max_file_bytes=64 << 20, recycle_files=0, sync=True)
+    # three buffers per frame: this group needs several pwritev calls
+    ops = [(STATE, i, b"state %d" % i) for i in range(_IOV_MAX)]
+    journal.append(ops)
+    journal.append([(DELETE, 7, b"")])
+    journal.close()
+    data = journal.file_path(journal.file_number).read_bytes()
+    assert list(read_frames(data, journal.file_number)) == [*ops, (DELETE, 7, b"")]
