@@ -23,13 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bookie.ledger_client import (
-    CLOSED,
-    LedgerClient,
-    LedgerFencedError,
-    LedgerMetadata,
-    LedgerWriter,
-)
+from bookie.ledger_client import LedgerClient
+from bookie.ledger_metadata import CLOSED, LedgerFencedError, LedgerMetadata
+from bookie.ledger_writer import LedgerWriter
 from broker.cursor import CursorState, Position
 from metastore.client import BadVersionError, MetastoreClient
 from protos import common_pb2

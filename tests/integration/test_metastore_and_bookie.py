@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from bookie.ledger_client import LedgerClient, master_key
+from bookie.ledger_client import LedgerClient
+from bookie.ledger_metadata import master_key
 from metastore.client import BadVersionError, MetastoreClient, MetastoreError
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2
 from protos.digest import pack_record

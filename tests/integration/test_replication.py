@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 
 from bookie.entry_runs import find_in_run
-from bookie.ledger_client import (
-    CLOSED,
-    BKError,
-    LedgerClient,
-    LedgerFencedError,
-    LedgerMetadata,
-)
+from bookie.ledger_client import LedgerClient
+from bookie.ledger_metadata import CLOSED, BKError, LedgerFencedError, LedgerMetadata
 from bookie.storage import RUNS_CF, entry_key
 from metastore.client import MetastoreClient
 from protos.digest import RECORD_HEADER
@@ -359,7 +354,7 @@ def test_a_bookie_id_with_a_registered_cookie_and_an_empty_data_dir_is_refused(b
 
 
 def test_re_adding_an_identical_entry_is_idempotent(bookies3):
-    from bookie.ledger_client import master_key
+    from bookie.ledger_metadata import master_key
     from protos import bookie_pb2
     from protos.digest import encode_record, entry_digest
 

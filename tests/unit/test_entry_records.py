@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from bookie.bookie_connection import BookieConnection, _varint
 from bookie.entry_runs import check_records
-from bookie.ledger_client import BookieConnection, _runs_under, _varint
+from bookie.ledger_writer import _runs_under
 from bookie.storage import EntryStore, StoreTuning, Write, direct_io_works
 from protos import bookie_pb2
 from protos.digest import pack_record
