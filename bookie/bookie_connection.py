@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -134,6 +136,12 @@ class BookieConnection:
         check_error(resp.error, f"read-lac of ledger {ledger_id} on {self.address}")
         return resp
 
+    async def _answers(self, call: Any, what: str) -> AsyncIterator[Any]:
+        """The answers of a streamed read; :class:`BKError` at one that failed."""
+        while (resp := await call.read()) is not grpc.aio.EOF:
+            check_error(resp.error, f"{what} on {self.address}")
+            yield resp
+
     async def read_range(
         self, ledger_id: int, first: int, last: int
     ) -> list[tuple[int, int, int, bytes]]:
@@ -144,8 +152,7 @@ class BookieConnection:
             ),
             timeout=self.timeout_s,
         )
-        while (resp := await call.read()) is not grpc.aio.EOF:
-            check_error(resp.error, f"read of ledger {ledger_id} on {self.address}")
+        async for resp in self._answers(call, f"read of ledger {ledger_id}"):
             out.extend(zip(resp.entry_ids, resp.lacs, resp.digests, resp.payloads, strict=True))
         return out
 
@@ -160,8 +167,7 @@ class BookieConnection:
             bookie_pb2.ReadEntriesRequest(ledger_id=ledger_id, entry_ids=entry_ids),
             timeout=self.timeout_s,
         )
-        while (resp := await call.read()) is not grpc.aio.EOF:
-            check_error(resp.error, f"read of ledger {ledger_id} on {self.address}")
+        async for resp in self._answers(call, f"read of ledger {ledger_id}"):
             rows.extend(zip(resp.entry_ids, resp.lacs, resp.digests, resp.payloads, strict=True))
             missing.extend(resp.missing_entry_ids)
         return rows, missing
@@ -175,8 +181,7 @@ class BookieConnection:
             ),
             timeout=self.timeout_s,
         )
-        while (resp := await call.read()) is not grpc.aio.EOF:
-            check_error(resp.error, f"sizes of ledger {ledger_id} on {self.address}")
+        async for resp in self._answers(call, f"sizes of ledger {ledger_id}"):
             out.update(zip(resp.entry_ids, resp.sizes, strict=True))
         return out
 
