@@ -34,13 +34,16 @@ from dataclasses import dataclass
 
 import crc32c
 
-from protos.digest import DIGEST_HEADER, RECORD_HEADER, VALUE_OFFSET, RecordError
+from protos.digest import (
+    DIGEST_HEADER,
+    ENTRY_PART,
+    RECORD_HEADER,
+    VALUE_OFFSET,
+    RecordError,
+    digest_seed,
+)
 
 _HEAD = RECORD_HEADER.size
-# DIGEST_HEADER in two parts: CRC32C over the ledger id, once per request,
-# seeds the CRC of each record's (entry id, LAC).
-_LEDGER = struct.Struct(DIGEST_HEADER.format[:2])
-_ENTRY_LAC = struct.Struct(">" + DIGEST_HEADER.format[2:])
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,8 @@ def _check_ascending(ledger_id: int, data: bytes, max_run_bytes: int) -> Checked
     ascend from 0 or more. None for anything else, which
     :func:`_check_any` then sorts out and names."""
     view = memoryview(data)
-    unpack, crc, pack = RECORD_HEADER.unpack_from, crc32c.crc32c, _ENTRY_LAC.pack
-    seed = crc32c.crc32c(_LEDGER.pack(ledger_id))  # the digest's ledger id part
+    unpack, crc, pack = RECORD_HEADER.unpack_from, crc32c.crc32c, ENTRY_PART.pack
+    seed = digest_seed(ledger_id)
     off, end, n, max_lac, prev, run_start = 0, len(data), 0, -1, -1, 0
     runs: list[tuple[int, int]] = []
     try:

@@ -21,6 +21,11 @@ import crc32c
 
 # What the digest covers before the payload: ledger id, entry id, LAC.
 DIGEST_HEADER = struct.Struct(">qqq")
+# The same in two parts. CRC32C continues across calls, so a request's
+# records can seed their CRC with the ledger id's (digest_seed, once) and
+# cover only (entry id, LAC) and the payload each.
+_LEDGER_PART = struct.Struct(">q")
+ENTRY_PART = struct.Struct(">qq")
 RECORD_HEADER = struct.Struct(">qIIq")
 # Where the stored value starts inside a record: after entry id and length.
 VALUE_OFFSET = 12
@@ -36,6 +41,11 @@ class RecordError(ValueError):
 
 def entry_digest(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> int:
     return crc32c.crc32c(payload, crc32c.crc32c(DIGEST_HEADER.pack(ledger_id, entry_id, lac)))
+
+
+def digest_seed(ledger_id: int) -> int:
+    """CRC32C of the ledger id part of every digest of ``ledger_id``."""
+    return crc32c.crc32c(_LEDGER_PART.pack(ledger_id))
 
 
 def encode_record(entry_id: int, lac: int, digest: int, payload: bytes) -> bytes:
