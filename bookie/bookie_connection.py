@@ -1,8 +1,8 @@
 """One gRPC channel to one bookie, shared by every ledger a client uses there.
 
 Adds of every ledger go on one ``AddEntries`` stream as requests serialised
-by hand (the records are joined straight into the message), answered in
-order; reads, fences and deletes are plain calls.
+by hand (protos/add_request.py: the records are joined straight into the
+message), answered in order; reads, fences and deletes are plain calls.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import grpc
 
 from bookie.ledger_metadata import BKError
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
+from protos.add_request import encode_add_request
 
 log = logging.getLogger(__name__)
 
@@ -24,19 +25,6 @@ log = logging.getLogger(__name__)
 def check_error(err: common_pb2.Error, what: str) -> None:
     if err.code != common_pb2.OK:
         raise BKError(f"{what}: {err.message}", err.code)
-
-
-# AddRequest.entries is field 9, length-delimited: tag (9 << 3) | 2.
-_ENTRIES_TAG = bytes([(9 << 3) | 2])
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class BookieConnection:
@@ -69,16 +57,11 @@ class BookieConnection:
         self, ledger_id: int, key: bytes, records: list[bytes], recovery: bool = False
     ) -> asyncio.Future:
         """An add request of packed ``records`` (protos/digest.py), serialised
-        by hand: the fields before ``entries``, then ``entries``' tag, length
-        and the records, in one join, so each payload is copied once."""
+        by hand (protos/add_request.py)."""
         request_id = next(self._ids)
-        head = bookie_pb2.AddRequest(
-            request_id=request_id, ledger_id=ledger_id, master_key=key, recovery=recovery
-        ).SerializeToString()
-        size = sum(map(len, records))
-        parts = [head, _ENTRIES_TAG, _varint(size)]
-        parts += records
-        return self._send_serialized(request_id, b"".join(parts))
+        return self._send_serialized(
+            request_id, encode_add_request(request_id, ledger_id, key, recovery, records)
+        )
 
     def _send_serialized(self, request_id: int, data: bytes) -> asyncio.Future:
         if self._outq is None:

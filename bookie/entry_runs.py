@@ -51,7 +51,7 @@ class CheckedRecords:
     """An add request's records, every one well formed and its digest right."""
 
     ledger_id: int
-    data: bytes
+    data: bytes | memoryview  # a view of the add request as it arrived
     entries: int
     max_lac: int
     first_entry_id: int
@@ -61,7 +61,7 @@ class CheckedRecords:
     runs: tuple[tuple[int, int], ...]
 
 
-def check_records(ledger_id: int, data: bytes, max_run_bytes: int) -> CheckedRecords:
+def check_records(ledger_id: int, data: bytes | memoryview, max_run_bytes: int) -> CheckedRecords:
     """Check every record of ``data`` and cut it into runs of about
     ``max_run_bytes``; :class:`RecordError` at the first bad record."""
     return _check_ascending(ledger_id, data, max_run_bytes) or _check_any(
@@ -69,7 +69,9 @@ def check_records(ledger_id: int, data: bytes, max_run_bytes: int) -> CheckedRec
     )
 
 
-def _check_ascending(ledger_id: int, data: bytes, max_run_bytes: int) -> CheckedRecords | None:
+def _check_ascending(
+    ledger_id: int, data: bytes | memoryview, max_run_bytes: int
+) -> CheckedRecords | None:
     """The common case, with the fewest steps per record (this runs for
     every stored copy of every entry): well-formed records whose ids
     ascend from 0 or more. None for anything else, which
@@ -107,7 +109,7 @@ def _check_ascending(ledger_id: int, data: bytes, max_run_bytes: int) -> Checked
     return CheckedRecords(ledger_id, data, n, max_lac, first, prev, True, tuple(runs))
 
 
-def _check_any(ledger_id: int, data: bytes, max_run_bytes: int) -> CheckedRecords:
+def _check_any(ledger_id: int, data: bytes | memoryview, max_run_bytes: int) -> CheckedRecords:
     view = memoryview(data)
     unpack, crc, pack = RECORD_HEADER.unpack_from, crc32c.crc32c, DIGEST_HEADER.pack
     off, end, n, max_lac = 0, len(data), 0, -1
@@ -148,7 +150,7 @@ def _check_any(ledger_id: int, data: bytes, max_run_bytes: int) -> CheckedRecord
     return CheckedRecords(ledger_id, data, n, max_lac, first, highest, ascending, tuple(runs))
 
 
-def record_values(data: bytes) -> Iterator[tuple[int, bytes]]:
+def record_values(data: bytes | memoryview) -> Iterator[tuple[int, bytes | memoryview]]:
     """(entry id, stored value) of each record of checked ``data``; the value
     is the record past its entry id and length: ``digest | LAC | payload``."""
     unpack = RECORD_HEADER.unpack_from

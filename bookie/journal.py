@@ -36,7 +36,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import crc32c
@@ -52,12 +52,14 @@ _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16)
 _FREE = ".free"
 
 
-def _crc(kind: int, fields: bytes, body: bytes) -> int:
+def _crc(kind: int, fields: bytes, body: bytes | memoryview) -> int:
     head = crc32c.crc32c(fields)
     return head if kind == ENTRIES else crc32c.crc32c(body, head)
 
 
-def frame(file_number: int, kind: int, ledger_id: int, body: bytes) -> list[bytes]:
+def frame(
+    file_number: int, kind: int, ledger_id: int, body: bytes | memoryview
+) -> list[bytes | memoryview]:
     """The frame's parts: header fields, CRC and body."""
     fields = _FIELDS.pack(file_number, kind, ledger_id, len(body))
     return [fields, _crc(kind, fields, body).to_bytes(4, "big"), body]
@@ -163,7 +165,7 @@ class Journal:
         _fsync_dir(self.path)  # the new name must survive a crash
         return left
 
-    def append(self, ops: list[tuple[int, int, bytes]]) -> list[Path]:
+    def append(self, ops: Sequence[tuple[int, int, bytes | memoryview]]) -> list[Path]:
         """Write (kind, ledger id, body) frames at the end of the current file
         and make them durable; returns files left behind by a move to the
         next file. After an error the journal moves to a fresh file, so a
@@ -171,7 +173,7 @@ class Journal:
         left: list[Path] = []
         if self._fd < 0 or self._offset >= self.max_file_bytes:
             left = self.open_next()
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         for kind, ledger_id, body in ops:
             parts += frame(self.file_number, kind, ledger_id, body)
         try:
@@ -186,7 +188,7 @@ class Journal:
             raise
         return left
 
-    def _write_all(self, parts: list[bytes]) -> None:
+    def _write_all(self, parts: list[bytes | memoryview]) -> None:
         written = os.pwritev(self._fd, parts, self._offset)
         self._offset += written
         if written < sum(map(len, parts)):  # a short write: finish the rest

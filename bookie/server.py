@@ -27,6 +27,7 @@ from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning, Write
 from metastore.client import MetastoreClient, MetastoreError, Session
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
+from protos.add_request import AddRequestView, decode_add_request
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
 
@@ -103,7 +104,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- adds
 
-    def _prepare_add(self, req: bookie_pb2.AddRequest) -> tuple[Write, LedgerState]:
+    def _prepare_add(self, req: AddRequestView) -> tuple[Write, LedgerState]:
         """The request's write (checked records, and the ledger's state if
         that changes) and the ledger state; :class:`_RequestError` (and
         nothing changed) if any of it is refused."""
@@ -140,7 +141,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             return Write(records, (req.ledger_id, state.encode())), state
         return Write(records), state
 
-    def _add(self, req: bookie_pb2.AddRequest) -> asyncio.Future:
+    def _add(self, req: AddRequestView) -> asyncio.Future:
         fut: asyncio.Future = self.loop.create_future()
         try:
             write, state = self._prepare_add(req)
@@ -155,7 +156,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             return fut
         started = time.perf_counter()
         assert write.records is not None
-        size, n, max_lac = len(req.entries), write.records.entries, write.records.max_lac
+        size, n, max_lac = len(write.records.data), write.records.entries, write.records.max_lac
 
         def done(exc: BaseException | None) -> None:
             if exc is None:
@@ -493,7 +494,13 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     service = BookieService(store, settings)
     service.bookie_id = bookie_id
     service.check_disk()
-    bookie_pb2_grpc.add_BookieServicer_to_server(service, server)
+    # Add requests are read without copying their entries (protos/add_request.py).
+    serving.add_servicer(
+        server,
+        service,
+        bookie_pb2.DESCRIPTOR.services_by_name["Bookie"],
+        {"AddEntries": decode_add_request},
+    )
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, settings.host, settings.port)

@@ -488,13 +488,15 @@ class EntryStore:
         if records.ascending and records.first_entry_id > last:
             start = 0
             for stop, last_id in records.runs:
-                wb.put(KEY.pack(ledger_id, last_id), data[start:stop], self._runs_handle)
+                # bytes() copies a slice of a view (RocksDB takes only bytes)
+                # and returns a slice of bytes as it is.
+                wb.put(KEY.pack(ledger_id, last_id), bytes(data[start:stop]), self._runs_handle)
                 start = stop
             self.runs_written += len(records.runs)
             self.run_entries_written += records.entries
         else:
             for entry_id, value in record_values(data):
-                wb.put(KEY.pack(ledger_id, entry_id), value)
+                wb.put(KEY.pack(ledger_id, entry_id), bytes(value))
         self._last_written[ledger_id] = max(last, records.last_entry_id)
         while len(self._last_written) > self._max_states:
             self._last_written.popitem(last=False)
@@ -503,7 +505,7 @@ class EntryStore:
         """Journal the writes (durable once this returns), then apply them to
         RocksDB as one batch."""
         wb = WriteBatch(raw_mode=True)
-        ops: list[tuple[int, int, bytes]] = []
+        ops: list[tuple[int, int, bytes | memoryview]] = []
         with self._write_lock:
             for w in writes:
                 if w.state is not None:

@@ -1,6 +1,7 @@
 """What every Magnetar server process shares: logging, the gRPC health
 service, the Prometheus ``/metrics`` endpoint, free-port picking, channel
-options and the SIGTERM/SIGINT shutdown.
+options, servicer registration (with a method's own request decoding where
+one needs it) and the SIGTERM/SIGINT shutdown.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
@@ -149,6 +153,43 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+_HANDLER_KINDS = {  # (client streaming, server streaming)
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def add_servicer(
+    server: grpc.aio.Server,
+    servicer: object,
+    service: ServiceDescriptor,
+    request_deserializers: Mapping[str, Callable[[bytes], Any]],
+) -> None:
+    """Register ``servicer``'s methods of ``service`` on ``server``, as the
+    generated ``add_*Servicer_to_server`` does, except that the methods named
+    in ``request_deserializers`` get their requests through the function
+    given there instead of the generated message class."""
+    unknown = set(request_deserializers) - {m.name for m in service.methods}
+    if unknown:
+        raise ValueError(f"{service.full_name} has no methods {sorted(unknown)}")
+    handlers = {}
+    for m in service.methods:
+        decode = request_deserializers.get(m.name)
+        if decode is None:
+            decode = message_factory.GetMessageClass(m.input_type).FromString
+        handlers[m.name] = _HANDLER_KINDS[m.client_streaming, m.server_streaming](
+            getattr(servicer, m.name),
+            request_deserializer=decode,
+            response_serializer=message_factory.GetMessageClass(m.output_type).SerializeToString,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+    server.add_registered_method_handlers(service.full_name, handlers)
 
 
 def add_health(server: grpc.aio.Server) -> health.HealthServicer:

@@ -7,22 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from bookie.bookie_connection import BookieConnection, _varint
+from bookie.bookie_connection import BookieConnection
 from bookie.entry_runs import check_records
 from bookie.ledger_writer import _runs_under
 from bookie.storage import EntryStore, StoreTuning, Write, direct_io_works
 from protos import bookie_pb2
 from protos.digest import pack_record
-
-
-def test_varint_matches_protobuf():
-    for n in (0, 1, 127, 128, 300, 16383, 16384, 1 << 21, (1 << 32) + 5):
-        assert _varint(n) == _protobuf_varint(n), n
-
-
-def _protobuf_varint(n: int) -> bytes:
-    # request_id is field 1, varint: its serialised form is tag 0x08 + varint(n)
-    return bookie_pb2.AddRequest(request_id=n).SerializeToString()[1:] if n else b"\x00"
 
 
 def test_hand_serialised_add_request_parses_as_the_message():

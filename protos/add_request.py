@@ -1,0 +1,131 @@
+"""The bookie add request's wire form, written and read by hand.
+
+An ``AddRequest`` (protos/bookie.proto) is a few small fields and
+``entries``: megabytes of packed records (protos/digest.py). Through the
+generated classes those bytes are copied at every step: into the message
+when it is built, into upb's arena when it is parsed, and again into a new
+``bytes`` object on *every* read of ``req.entries``. So the writer builds
+the message with one join (:func:`encode_add_request`), and the bookie reads
+it with :func:`decode_add_request`: a walk over the top-level fields that
+finds ``entries`` and hands it on as a view of the received buffer; the
+small rest is parsed by the generated class, which also checks it.
+
+Anything the walk does not expect (a field of a wire type it does not
+skip, a field cut short) goes to the generated parser whole, which accepts
+it or raises its ``DecodeError``, so the result never differs from
+``AddRequest.FromString``'s: for ``entries`` too, the last occurrence of
+the field wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protos import bookie_pb2
+
+ENTRIES_FIELD = bookie_pb2.AddRequest.DESCRIPTOR.fields_by_name["entries"].number
+_LENGTH_DELIMITED = 2
+_ENTRIES_TAG = bytes([(ENTRIES_FIELD << 3) | _LENGTH_DELIMITED])
+
+
+@dataclass(frozen=True, slots=True)
+class AddRequestView:
+    """A parsed add request whose ``entries`` are a view of the bytes it
+    arrived in (no copy)."""
+
+    request_id: int
+    ledger_id: int
+    master_key: bytes
+    recovery: bool
+    entries: memoryview
+
+
+def varint(n: int) -> bytes:
+    """``n`` ≥ 0 as a protobuf base-128 varint."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_add_request(
+    request_id: int, ledger_id: int, master_key: bytes, recovery: bool, records: list[bytes]
+) -> bytes:
+    """The serialised ``AddRequest`` whose ``entries`` are ``records``
+    joined: the other fields, then ``entries``' tag, length and the records,
+    in one join, so each record is copied once."""
+    head = bookie_pb2.AddRequest(
+        request_id=request_id, ledger_id=ledger_id, master_key=master_key, recovery=recovery
+    ).SerializeToString()
+    parts = [head, _ENTRIES_TAG, varint(sum(map(len, records)))]
+    parts += records
+    return b"".join(parts)
+
+
+class _Unexpected(Exception):
+    """The walk met something it leaves to the generated parser."""
+
+
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after it) of the varint at ``pos``."""
+    value = shift = 0
+    while shift < 64:
+        if pos >= len(data):
+            raise _Unexpected
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    raise _Unexpected
+
+
+def _entries_spans(data: bytes) -> list[tuple[int, int, int]]:
+    """(field start, value start, end) of each ``entries`` field in ``data``."""
+    spans = []
+    pos, end = 0, len(data)
+    while pos < end:
+        start = pos
+        key, pos = _varint_at(data, pos)
+        wire = key & 7
+        if wire == 0:
+            _, pos = _varint_at(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == _LENGTH_DELIMITED:
+            length, pos = _varint_at(data, pos)
+            if key >> 3 == ENTRIES_FIELD:
+                spans.append((start, pos, pos + length))
+            pos += length
+        elif wire == 5:
+            pos += 4
+        else:  # groups, and wire types that do not exist
+            raise _Unexpected
+    if pos != end:
+        raise _Unexpected
+    return spans
+
+
+def decode_add_request(data: bytes) -> AddRequestView:
+    """``data`` (a serialised ``AddRequest``) with its entries as a view of
+    ``data``; ``google.protobuf.message.DecodeError`` if it is not one."""
+    try:
+        spans = _entries_spans(data)
+    except _Unexpected:
+        spans = None
+    if spans is None or not spans:
+        req = bookie_pb2.AddRequest.FromString(data)
+        entries = memoryview(req.entries)
+    else:
+        rest, pos = [], 0
+        for start, _, stop in spans:
+            rest.append(data[pos:start])
+            pos = stop
+        rest.append(data[pos:])
+        req = bookie_pb2.AddRequest.FromString(b"".join(rest))
+        _, first, stop = spans[-1]
+        entries = memoryview(data)[first:stop]
+    return AddRequestView(req.request_id, req.ledger_id, req.master_key, req.recovery, entries)
