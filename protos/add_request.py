@@ -115,8 +115,8 @@ def decode_add_request(data: bytes) -> AddRequestView:
     try:
         spans = _entries_spans(data)
     except _Unexpected:
-        spans = None
-    if spans is None or not spans:
+        spans = []  # the generated parser takes it whole
+    if not spans:
         req = bookie_pb2.AddRequest.FromString(data)
         entries = memoryview(req.entries)
     else:
