@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.entry import CorruptedEntryError, split_entry
 from protos.errors import MagnetarServerError, error
+from protos.message_id import id_data, id_fields
 from protos.topic_name import TopicName
 
 log = logging.getLogger("broker")
@@ -116,15 +117,16 @@ def _start_mark_delete(
 ) -> tuple[int, int]:
     """The mark-delete position of a reader starting at ``mid``."""
     ledger = topic.ledger
-    if mid.ledger_id < 0:  # MessageId.earliest
+    ledger_id, entry_id, _, batch_index = id_fields(mid)
+    if ledger_id < 0:  # MessageId.earliest
         return ledger.before_first()
-    if mid.ledger_id >= MAX_INT64:  # MessageId.latest
+    if ledger_id >= MAX_INT64:  # MessageId.latest
         last = ledger.last_confirmed
         return ledger.before(last) if inclusive and last[1] >= 0 else last
-    pos = (mid.ledger_id, mid.entry_id)
+    pos = (ledger_id, entry_id)
     # A batched start id delivers its whole entry: the client skips the
     # messages before it (and the start itself when not inclusive).
-    if inclusive or mid.batch_index >= 0:
+    if inclusive or batch_index >= 0:
         return ledger.before(pos)
     return pos
 
@@ -720,13 +722,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if seek.WhichOneof("target") == "publish_time_ms":
             pos = await ledger.find_by_publish_time(seek.publish_time_ms)
         elif seek.WhichOneof("target") == "message_id":
-            mid = seek.message_id
-            if mid.ledger_id < 0:
+            ledger_id, entry_id, _, _ = id_fields(seek.message_id)
+            if ledger_id < 0:
                 pos = ledger.normalize(ledger.first_position)
-            elif mid.ledger_id >= MAX_INT64:
+            elif ledger_id >= MAX_INT64:
                 pos = ledger.next_position(ledger.last_confirmed)
             else:
-                pos = (mid.ledger_id, mid.entry_id)
+                pos = (ledger_id, entry_id)
         else:
             raise BrokerError(
                 "seek needs a message id or a publish time", common_pb2.INVALID_ARGUMENT
@@ -777,12 +779,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     consumer.deliver(
                         broker_pb2.ConsumerResponse(
                             last_message_id=broker_pb2.LastMessageId(
-                                message_id=common_pb2.MessageIdData(
-                                    ledger_id=ledger_id if entry_id >= 0 else -1,
-                                    entry_id=entry_id,
-                                    partition=-1,
-                                    batch_index=-1,
-                                )
+                                message_id=id_data(ledger_id if entry_id >= 0 else -1, entry_id)
                             )
                         )
                     )

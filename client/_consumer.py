@@ -61,7 +61,7 @@ from client.policies import (
 from client.redelivery import AckTimeoutTracker, NegativeAckTracker
 from protos import broker_pb2, common_pb2
 from protos.entry import split_entry
-from protos.message_id import MessageId
+from protos.message_id import MessageId, id_data, id_fields
 
 log = logging.getLogger(__name__)
 
@@ -394,8 +394,8 @@ class ConsumerEngine:
             if kind == "request_error":
                 fut.set_exception(from_wire(resp.request_error))
             elif kind == "last_message_id":
-                m = resp.last_message_id.message_id
-                fut.set_result(MessageId(m.ledger_id, m.entry_id, self.partition))
+                ledger_id, entry_id, _, _ = id_fields(resp.last_message_id.message_id)
+                fut.set_result(MessageId(ledger_id, entry_id, self.partition))
             else:
                 fut.set_result(None)
         elif kind == "request_error":
@@ -958,12 +958,7 @@ RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
 def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:
     if mid is None:
         return None
-    return common_pb2.MessageIdData(
-        ledger_id=mid.ledger_id(),
-        entry_id=mid.entry_id(),
-        partition=mid.partition(),
-        batch_index=mid.batch_index(),
-    )
+    return id_data(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())
 
 
 async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:

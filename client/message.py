@@ -269,7 +269,8 @@ def build_entry(
             meta.partition_key = first.partition_key
         if first.ordering_key is not None:
             meta.ordering_key = first.ordering_key
-        meta.event_time = first.event_time
+        if first.event_time:
+            meta.event_time = first.event_time
         if first.deliver_at is not None:
             meta.deliver_at_time = first.deliver_at
         meta.uncompressed_size = len(first.payload)
@@ -285,8 +286,10 @@ def build_entry(
             or m.event_time
         ):
             rec = common_pb2.SingleMessageMetadata(
-                payload_size=len(m.payload), sequence_id=m.sequence_id, event_time=m.event_time
+                payload_size=len(m.payload), sequence_id=m.sequence_id
             )
+            if m.event_time:
+                rec.event_time = m.event_time
             if m.properties:
                 rec.properties.extend(_kvs(m.properties))
             if m.partition_key is not None:
@@ -328,13 +331,14 @@ def build_chunk_entries(
         sequence_id=msg.sequence_id,
         publish_time=publish_time_ms,
         highest_sequence_id=msg.sequence_id,
-        event_time=msg.event_time,
         uncompressed_size=len(msg.payload),
         uuid=f"{producer_name}-{msg.sequence_id}",
         total_chunk_msg_size=len(payload),
     )
     if compression:
         meta.compression = compression  # type: ignore[assignment]
+    if msg.event_time:
+        meta.event_time = msg.event_time
     if msg.properties:
         meta.properties.extend(_kvs(msg.properties))
     if msg.partition_key is not None:

@@ -106,71 +106,113 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class MessageMetadata(_message.Message):
-    __slots__ = ("producer_name", "sequence_id", "publish_time", "properties", "partition_key", "ordering_key", "event_time", "compression", "uncompressed_size", "num_messages_in_batch", "highest_sequence_id", "deliver_at_time", "schema_version", "uuid", "num_chunks_from_msg", "total_chunk_msg_size", "chunk_id", "null_value")
+    __slots__ = ("producer_name", "sequence_id", "publish_time", "properties", "replicated_from", "partition_key", "replicate_to", "compression", "uncompressed_size", "num_messages_in_batch", "event_time", "encryption_keys", "encryption_algo", "encryption_param", "schema_version", "partition_key_b64_encoded", "ordering_key", "deliver_at_time", "marker_type", "txnid_least_bits", "txnid_most_bits", "highest_sequence_id", "null_value", "uuid", "num_chunks_from_msg", "total_chunk_msg_size", "chunk_id", "null_partition_key")
     PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_TIME_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_FROM_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
-    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
-    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATE_TO_FIELD_NUMBER: _ClassVar[int]
     COMPRESSION_FIELD_NUMBER: _ClassVar[int]
     UNCOMPRESSED_SIZE_FIELD_NUMBER: _ClassVar[int]
     NUM_MESSAGES_IN_BATCH_FIELD_NUMBER: _ClassVar[int]
-    HIGHEST_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
-    DELIVER_AT_TIME_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTION_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTION_ALGO_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTION_PARAM_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_B64_ENCODED_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_TIME_FIELD_NUMBER: _ClassVar[int]
+    MARKER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
     UUID_FIELD_NUMBER: _ClassVar[int]
     NUM_CHUNKS_FROM_MSG_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CHUNK_MSG_SIZE_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
-    NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    NULL_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
     producer_name: str
     sequence_id: int
     publish_time: int
     properties: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    replicated_from: str
     partition_key: str
-    ordering_key: bytes
-    event_time: int
+    replicate_to: _containers.RepeatedScalarFieldContainer[str]
     compression: CompressionType
     uncompressed_size: int
     num_messages_in_batch: int
-    highest_sequence_id: int
-    deliver_at_time: int
+    event_time: int
+    encryption_keys: _containers.RepeatedCompositeFieldContainer[EncryptionKeys]
+    encryption_algo: str
+    encryption_param: bytes
     schema_version: bytes
+    partition_key_b64_encoded: bool
+    ordering_key: bytes
+    deliver_at_time: int
+    marker_type: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    highest_sequence_id: int
+    null_value: bool
     uuid: str
     num_chunks_from_msg: int
     total_chunk_msg_size: int
     chunk_id: int
-    null_value: bool
-    def __init__(self, producer_name: _Optional[str] = ..., sequence_id: _Optional[int] = ..., publish_time: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., partition_key: _Optional[str] = ..., ordering_key: _Optional[bytes] = ..., event_time: _Optional[int] = ..., compression: _Optional[_Union[CompressionType, str]] = ..., uncompressed_size: _Optional[int] = ..., num_messages_in_batch: _Optional[int] = ..., highest_sequence_id: _Optional[int] = ..., deliver_at_time: _Optional[int] = ..., schema_version: _Optional[bytes] = ..., uuid: _Optional[str] = ..., num_chunks_from_msg: _Optional[int] = ..., total_chunk_msg_size: _Optional[int] = ..., chunk_id: _Optional[int] = ..., null_value: _Optional[bool] = ...) -> None: ...
+    null_partition_key: bool
+    def __init__(self, producer_name: _Optional[str] = ..., sequence_id: _Optional[int] = ..., publish_time: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., replicated_from: _Optional[str] = ..., partition_key: _Optional[str] = ..., replicate_to: _Optional[_Iterable[str]] = ..., compression: _Optional[_Union[CompressionType, str]] = ..., uncompressed_size: _Optional[int] = ..., num_messages_in_batch: _Optional[int] = ..., event_time: _Optional[int] = ..., encryption_keys: _Optional[_Iterable[_Union[EncryptionKeys, _Mapping]]] = ..., encryption_algo: _Optional[str] = ..., encryption_param: _Optional[bytes] = ..., schema_version: _Optional[bytes] = ..., partition_key_b64_encoded: _Optional[bool] = ..., ordering_key: _Optional[bytes] = ..., deliver_at_time: _Optional[int] = ..., marker_type: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., highest_sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ..., uuid: _Optional[str] = ..., num_chunks_from_msg: _Optional[int] = ..., total_chunk_msg_size: _Optional[int] = ..., chunk_id: _Optional[int] = ..., null_partition_key: _Optional[bool] = ...) -> None: ...
+
+class EncryptionKeys(_message.Message):
+    __slots__ = ("key", "value", "metadata")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    metadata: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ..., metadata: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
 
 class SingleMessageMetadata(_message.Message):
-    __slots__ = ("properties", "partition_key", "ordering_key", "payload_size", "event_time", "sequence_id", "null_value")
+    __slots__ = ("properties", "partition_key", "payload_size", "compacted_out", "event_time", "partition_key_b64_encoded", "ordering_key", "sequence_id", "null_value", "null_partition_key")
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
-    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    COMPACTED_OUT_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_B64_ENCODED_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    NULL_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
     properties: _containers.RepeatedCompositeFieldContainer[KeyValue]
     partition_key: str
-    ordering_key: bytes
     payload_size: int
+    compacted_out: bool
     event_time: int
+    partition_key_b64_encoded: bool
+    ordering_key: bytes
     sequence_id: int
     null_value: bool
-    def __init__(self, properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., partition_key: _Optional[str] = ..., ordering_key: _Optional[bytes] = ..., payload_size: _Optional[int] = ..., event_time: _Optional[int] = ..., sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ...) -> None: ...
+    null_partition_key: bool
+    def __init__(self, properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., partition_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., compacted_out: _Optional[bool] = ..., event_time: _Optional[int] = ..., partition_key_b64_encoded: _Optional[bool] = ..., ordering_key: _Optional[bytes] = ..., sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ..., null_partition_key: _Optional[bool] = ...) -> None: ...
 
 class MessageIdData(_message.Message):
-    __slots__ = ("ledger_id", "entry_id", "partition", "batch_index")
+    __slots__ = ("ledger_id", "entry_id", "partition", "batch_index", "ack_set", "batch_size", "first_chunk_message_id")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACK_SET_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_CHUNK_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     ledger_id: int
     entry_id: int
     partition: int
     batch_index: int
-    def __init__(self, ledger_id: _Optional[int] = ..., entry_id: _Optional[int] = ..., partition: _Optional[int] = ..., batch_index: _Optional[int] = ...) -> None: ...
+    ack_set: _containers.RepeatedScalarFieldContainer[int]
+    batch_size: int
+    first_chunk_message_id: MessageIdData
+    def __init__(self, ledger_id: _Optional[int] = ..., entry_id: _Optional[int] = ..., partition: _Optional[int] = ..., batch_index: _Optional[int] = ..., ack_set: _Optional[_Iterable[int]] = ..., batch_size: _Optional[int] = ..., first_chunk_message_id: _Optional[_Union[MessageIdData, _Mapping]] = ...) -> None: ...

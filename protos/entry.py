@@ -1,6 +1,8 @@
 """Encoding of stored entries and of message batches (DESIGN §5).
 
-An entry is ``u32 BE len(metadata) | MessageMetadata | payload``. When the
+An entry is ``u32 BE len(metadata) | MessageMetadata | payload``, Pulsar's
+stored form of a message sent without a checksum; the metadata messages
+take Pulsar's field numbers and types (``common.proto``). When the
 metadata has ``num_messages_in_batch`` the payload is that many records of
 ``u32 BE len(smm) | SingleMessageMetadata | payload``. The broker calls only
 :func:`parse_metadata`; producers build entries and consumers unpack them.
@@ -83,6 +85,8 @@ def iter_batch(
             raise CorruptedEntryError(f"batch record {i}: metadata does not parse: {exc}") from None
         pos += size
         psize = smm.payload_size
+        if not smm.HasField("payload_size") or psize < 0:
+            raise CorruptedEntryError(f"batch record {i}: no payload size (got {psize})")
         if pos + psize > end:
             raise CorruptedEntryError(f"batch record {i}: payload length {psize} overruns")
         yield smm, bytes(view[pos : pos + psize])

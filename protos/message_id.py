@@ -2,8 +2,9 @@
 
 Ordered by ledger, then entry, then partition, then batch index, so a
 non-batched id (batch index -1) sorts before the messages of a batch in the
-same entry. ``serialize()`` gives the protobuf ``MessageIdData`` bytes.
-Accessors are methods, as in the Pulsar Python client.
+same entry. ``serialize()`` gives the protobuf ``MessageIdData`` bytes,
+Pulsar's own encoding (:func:`id_data`). Accessors are methods, as in the
+Pulsar Python client.
 """
 
 from __future__ import annotations
@@ -14,6 +15,38 @@ from protos import common_pb2
 from protos.errors import InvalidArgumentError
 
 _INT64_MAX = (1 << 63) - 1
+_UINT64_MASK = (1 << 64) - 1
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value > _INT64_MAX else value
+
+
+def id_data(
+    ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+) -> common_pb2.MessageIdData:
+    """Pulsar's ``MessageIdData``: ledger and entry ids as the uint64 two's
+    complement of their signed value (so -1 is what Pulsar's Java client
+    writes for its earliest id); partition and batch index only when >= 0."""
+    data = common_pb2.MessageIdData(
+        ledger_id=ledger_id & _UINT64_MASK, entry_id=entry_id & _UINT64_MASK
+    )
+    if partition >= 0:
+        data.partition = partition
+    if batch_index >= 0:
+        data.batch_index = batch_index
+    return data
+
+
+def id_fields(data: common_pb2.MessageIdData) -> tuple[int, int, int, int]:
+    """(ledger id, entry id, partition, batch index) of a ``MessageIdData``,
+    signed, with -1 for an absent partition or batch index."""
+    return (
+        _signed64(data.ledger_id),
+        _signed64(data.entry_id),
+        data.partition if data.HasField("partition") else -1,
+        data.batch_index if data.HasField("batch_index") else -1,
+    )
 
 
 class MessageId:
@@ -57,10 +90,7 @@ class MessageId:
         return self._key[0], self._key[1]
 
     def serialize(self) -> bytes:
-        ledger, entry, partition, batch = self._key
-        return common_pb2.MessageIdData(
-            ledger_id=ledger, entry_id=entry, partition=partition, batch_index=batch
-        ).SerializeToString()
+        return id_data(*self._key).SerializeToString()
 
     @classmethod
     def deserialize(cls, data: bytes) -> MessageId:
@@ -73,7 +103,7 @@ class MessageId:
             msg.ParseFromString(bytes(data))
         except Exception as exc:  # protobuf raises DecodeError and friends
             raise InvalidArgumentError(f"not a serialized MessageId: {exc}") from None
-        return cls(msg.ledger_id, msg.entry_id, msg.partition, msg.batch_index)
+        return cls(*id_fields(msg))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MessageId) and self._key == other._key
