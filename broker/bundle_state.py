@@ -1,19 +1,33 @@
 """Bundle ownership states and their transitions (DESIGN §5, "Bundle state").
 
-Theory of operation. Every bundle has one record in the metastore: its
-state, the broker it concerns and a version for compare-and-set. Brokers
-change it only through :func:`transition`, which checks the table below, so
-a record never jumps to a state it cannot reach; the compare-and-set makes
-two brokers racing for one bundle see exactly one winner.
+Theory of operation. Every bundle has at most one record in the metastore:
+its state, the broker it concerns and a version for compare-and-set. No
+record means free. Brokers write a record only as the result of
+:func:`transition`, which checks the table below, so a record never jumps
+to a state it cannot reach; the compare-and-set on every write makes two
+brokers racing for one bundle see exactly one winner.
 
-    free ──assign──▶ assigning ──own──▶ owned ──release──▶ releasing ──free──▶ free
-                         │                │                    │
-                         └──abandon──▶ free  └──split──▶ splitting ──done──▶ deleted
-                                                                └──abort──▶ owned
+    free ──own──▶ owned ──release──▶ releasing ──free──▶ free
+                    │
+                    └──split──▶ splitting ──done──▶ deleted
+                                     └──abort──▶ owned
 
-A move or split interrupted by a crash leaves a record in ``assigning``,
-``releasing`` or ``splitting``; :func:`recover` says what whoever comes next
-does with it, given which brokers are alive.
+    owned, releasing, splitting ──expire──▶ free
+
+Owning is one atomic step: the owned record is created over a free (or
+missing) one. The owned, releasing and splitting records are *ephemeral*:
+bound to the owner's metastore session, so they vanish when the owner dies.
+That is what undoes a move or a split interrupted by a crash: the record
+goes with the session (the ``expire`` event, done by the metastore itself),
+the bundle is free again, and the next lookup places it. A split changes
+the namespace's boundaries, owns both halves and writes the parent's
+``deleted`` tombstone in one transaction, so a crash leaves either nothing
+of the split or all of it. Free and deleted records are persistent: a free
+one remembers the last owner (placement avoids handing an unloaded bundle
+straight back to it); a deleted one tells a broker with stale boundaries to
+reload them. A broker also applies ``expire`` itself to a record an earlier
+run of it left behind (:func:`is_stale`): that process is gone, but its
+session may not have expired yet.
 """
 
 from __future__ import annotations
@@ -25,7 +39,6 @@ from dataclasses import dataclass
 
 class BundleState(enum.Enum):
     FREE = "free"
-    ASSIGNING = "assigning"
     OWNED = "owned"
     RELEASING = "releasing"
     SPLITTING = "splitting"
@@ -34,21 +47,23 @@ class BundleState(enum.Enum):
 
 S = BundleState
 
+EVENTS = ("own", "release", "free", "split", "done", "abort", "expire")
+
 # (from state, event) -> to state; anything else is illegal.
 TRANSITIONS: dict[tuple[BundleState, str], BundleState] = {
-    (S.FREE, "assign"): S.ASSIGNING,
-    (S.ASSIGNING, "own"): S.OWNED,
-    (S.ASSIGNING, "abandon"): S.FREE,
+    (S.FREE, "own"): S.OWNED,
     (S.OWNED, "release"): S.RELEASING,
-    (S.OWNED, "split"): S.SPLITTING,
     (S.RELEASING, "free"): S.FREE,
-    (S.RELEASING, "keep"): S.OWNED,
+    (S.OWNED, "split"): S.SPLITTING,
     (S.SPLITTING, "done"): S.DELETED,
     (S.SPLITTING, "abort"): S.OWNED,
+    (S.OWNED, "expire"): S.FREE,
+    (S.RELEASING, "expire"): S.FREE,
+    (S.SPLITTING, "expire"): S.FREE,
 }
 
-# Events that name a (new) broker; the others keep the record's broker.
-_SETS_BROKER = {"assign"}
+# The states whose records are ephemeral on the owner's session.
+EPHEMERAL = frozenset({S.OWNED, S.RELEASING, S.SPLITTING})
 
 
 class IllegalBundleTransition(Exception):
@@ -70,44 +85,52 @@ class BundleRecord:
         return json.dumps({"state": self.state.value, "broker": self.broker}).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> BundleRecord:
+    def decode(cls, data: bytes | None) -> BundleRecord:
+        """A stored record; no record at all is a free bundle."""
+        if data is None:
+            return FREE
         d = json.loads(data)
         return cls(BundleState(d["state"]), d.get("broker", ""))
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.state in EPHEMERAL
 
 
 FREE = BundleRecord(S.FREE)
 
 
 def transition(record: BundleRecord, event: str, broker: str = "") -> BundleRecord:
-    """The record after ``event``; IllegalBundleTransition if the table forbids it."""
+    """The record after ``event``; IllegalBundleTransition if the table forbids it.
+
+    ``own`` names the new owner; ``expire`` forgets the broker (its session
+    is gone); every other event keeps the record's broker, so a freed record
+    remembers its last owner."""
     to = TRANSITIONS.get((record.state, event))
     if to is None:
         raise IllegalBundleTransition(record.state, event)
-    if event in _SETS_BROKER:
+    if event == "own":
         if not broker:
-            raise ValueError(f"{event!r} needs the broker it assigns the bundle to")
+            raise ValueError("'own' needs the broker that takes the bundle")
         return BundleRecord(to, broker)
-    # A free record keeps its last broker: placement avoids handing an
-    # unloaded bundle straight back to it.
+    if event == "expire":
+        return BundleRecord(to)
     return BundleRecord(to, record.broker)
 
 
-def recover(record: BundleRecord, live_brokers: set[str], split_children_exist: bool) -> str | None:
-    """The event that finishes or rolls back an interrupted change, or None.
-
-    * assigning to a broker that is gone: abandon (free);
-    * releasing: free (the releasing owner is done with it or dead);
-    * splitting: done if both halves were recorded, else abort (and owned by
-      a live broker; a dead owner's bundle is then released and freed);
-    * owned by a broker that is gone: release, then free.
-    """
-    alive = record.broker in live_brokers
-    if record.state == S.ASSIGNING and not alive:
-        return "abandon"
-    if record.state == S.RELEASING:
-        return "free"
-    if record.state == S.SPLITTING:
-        return "done" if split_children_exist else "abort"
-    if record.state == S.OWNED and not alive:
-        return "release"
-    return None
+def is_stale(
+    record: BundleRecord,
+    record_session: int,
+    my_session: int,
+    my_address: str,
+    take_over_stale: bool,
+) -> bool:
+    """Is ``record`` (ephemeral on ``record_session``) left over by a broker
+    process that is gone? Yes when it is not this process's own session and
+    names this broker's address (an earlier run of it), or when this is the
+    only broker (standalone's ``take_over_stale_bundles``)."""
+    return (
+        record.ephemeral
+        and record_session != my_session
+        and (record.broker == my_address or take_over_stale)
+    )

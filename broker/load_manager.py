@@ -31,13 +31,14 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
 
 import grpc
 import psutil
 
+from broker import peer_brokers
 from broker.bundles import BundleRange
 from broker.load_decisions import (
+    BrokerLoad,
     BundleLoad,
     SplitThresholds,
     UsageHistory,
@@ -46,17 +47,15 @@ from broker.load_decisions import (
     shed,
     split_candidates,
 )
-from broker.ownership import BROKERS_PREFIX, LEADER_KEY, resource_weights
-from protos import broker_pb2, broker_pb2_grpc, common_pb2
+from broker.ownership import Ownership, resource_weights
+from broker.settings import BrokerSettings
+from broker.topics import TopicRegistry
+from metastore.client import MetastoreClient
+from protos import common_pb2, metadata_paths
 from protos.errors import MagnetarServerError
-from protos.topic_name import TopicName
-
-if TYPE_CHECKING:
-    from broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
-BUNDLE_DATA_PREFIX = "/loadbalance/bundle-data/"
 # The shortest interval a CPU figure is measured over.
 CPU_SAMPLE_MIN_S = 1.0
 # How long the leader waits for an owner to unload or split a bundle.
@@ -64,11 +63,19 @@ ADMIN_CALL_TIMEOUT_S = 60.0
 
 
 class LoadManager:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        s = service.settings
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        metastore: MetastoreClient,
+        ownership: Ownership,
+        topics: TopicRegistry,
+    ) -> None:
+        self.metastore = metastore
+        self.ownership = ownership
+        self.topics = topics
+        s = settings
         self.settings = s
-        self.address = service.address
+        self.address = ownership.address
         self.is_leader = False
         self.history = UsageHistory(
             s.load_balancer_history_resource_percentage, resource_weights(s)
@@ -94,12 +101,12 @@ class LoadManager:
 
     def report(self) -> dict:
         """This broker's load report (the document under /loadbalance/brokers/)."""
-        bundles: dict[str, BundleLoad] = {}
+        ownership = self.ownership
+        bundles: dict[str, BundleLoad] = {
+            metadata_paths.bundle_path(key): BundleLoad() for key in ownership.owned
+        }
         rate_in = rate_out = bytes_in = bytes_out = 0.0
-        ownership = self.service.ownership
-        for key in ownership.owned:
-            bundles[key.removeprefix("/namespace/")] = BundleLoad()
-        for topic in list(self.service.topics.values()):
+        for topic in list(self.topics.topics.values()):
             m_in, b_in = topic.meter_in.rates()
             m_out, b_out = topic.meter_out.rates()
             rate_in, rate_out = rate_in + m_in, rate_out + m_out
@@ -107,7 +114,7 @@ class LoadManager:
             cached = ownership.cached_bundle_key(topic.name)
             if cached is None:
                 continue
-            load = bundles.setdefault(cached.removeprefix("/namespace/"), BundleLoad())
+            load = bundles.setdefault(metadata_paths.bundle_path(cached), BundleLoad())
             load.topics += 1
             load.sessions += len(topic.producers) + sum(
                 len(sub.consumers) for sub in topic.subscriptions.values()
@@ -117,6 +124,7 @@ class LoadManager:
             load.throughput_in += b_in
             load.throughput_out += b_out
         busiest = sorted(bundles.items(), key=lambda kv: (-kv[1].msg_rate, kv[0]))
+        limit = self.settings.load_balancer_max_number_of_bundles_in_bundle_load_report
         return {
             "address": self.address,
             "cluster": self.settings.cluster_name,
@@ -128,14 +136,9 @@ class LoadManager:
             "msgRateOut": rate_out,
             "msgThroughputIn": bytes_in,
             "msgThroughputOut": bytes_out,
-            "numTopics": len(self.service.topics),
+            "numTopics": len(self.topics.topics),
             "numBundles": len(ownership.owned),
-            "bundles": {
-                name: bundle_load_to_json(load)
-                for name, load in busiest[
-                    : self.settings.load_balancer_max_number_of_bundles_in_bundle_load_report
-                ]
-            },
+            "bundles": {name: bundle_load_to_json(load) for name, load in busiest[:limit]},
             "timestampMs": int(time.time() * 1000),
         }
 
@@ -151,11 +154,11 @@ class LoadManager:
         return self._cpu
 
     async def publish(self) -> None:
-        session = self.service.ownership.session
+        session = self.ownership.session
         if session is None or session.lost:
             return
-        await self.service.metastore.put(
-            BROKERS_PREFIX + self.address,
+        await self.metastore.put(
+            metadata_paths.broker_load(self.address),
             json.dumps(self.report()).encode(),
             session_id=session.id,
         )
@@ -163,21 +166,24 @@ class LoadManager:
     # ---------------------------------------------------------------- leadership
 
     async def check_leader(self) -> None:
-        session = self.service.ownership.session
+        session = self.ownership.session
         if session is None or session.lost:
             self.is_leader = False
             return
-        stat = await self.service.metastore.get(LEADER_KEY)
+        stat = await self.metastore.get(metadata_paths.LOAD_BALANCE_LEADER)
         if stat is None:
             body = json.dumps({"address": self.address}).encode()
             try:
-                await self.service.metastore.put(
-                    LEADER_KEY, body, expected_version=-1, session_id=session.id
+                await self.metastore.put(
+                    metadata_paths.LOAD_BALANCE_LEADER,
+                    body,
+                    expected_version=-1,
+                    session_id=session.id,
                 )
             except MagnetarServerError as exc:
                 if exc.code != common_pb2.BAD_VERSION:
                     raise
-                stat = await self.service.metastore.get(LEADER_KEY)
+                stat = await self.metastore.get(metadata_paths.LOAD_BALANCE_LEADER)
             else:
                 log.info("%s is now the load manager leader", self.address)
                 self.is_leader = True
@@ -210,107 +216,87 @@ class LoadManager:
 
     async def leader_round(self) -> None:
         """One round of the leader's decisions: shed, then split."""
-        metastore = self.service.metastore
-        records, _ = await metastore.list_prefix(BROKERS_PREFIX)
+        brokers = await self._broker_loads()
+        self.history.smooth(brokers)
+        self.shed_rounds += 1
+        if self.settings.load_balancer_shedding_enabled:
+            await self._shed(brokers)
+        if self.settings.load_balancer_auto_bundle_split_enabled:
+            await self._split(brokers)
+
+    async def _broker_loads(self) -> list[BrokerLoad]:
+        records, _ = await self.metastore.list_prefix(metadata_paths.BROKER_LOADS)
         brokers = []
         for r in records:
             try:
                 brokers.append(
-                    broker_load_from_report(json.loads(r.value), r.key[len(BROKERS_PREFIX) :])
+                    broker_load_from_report(
+                        json.loads(r.value), r.key[len(metadata_paths.BROKER_LOADS) :]
+                    )
                 )
             except (ValueError, TypeError, AttributeError):
                 continue
-        self.history.smooth(brokers)
+        return brokers
+
+    async def _shed(self, brokers: list[BrokerLoad]) -> None:
         s = self.settings
-        self.shed_rounds += 1
-        if s.load_balancer_shedding_enabled:
-            moved_at = await self._moved_at()
-            decisions = shed(
-                brokers,
-                s.load_balancer_broker_threshold_shedder_percentage / 100,
-                moved_at,
-                time.time(),
-                s.load_balancer_shedding_grace_period_minutes * 60,
-            )
-            for bundle, owner in decisions:
-                log.info("load manager: unloading %s from %s (overloaded)", bundle, owner)
-                await self._record_move(bundle)
-                await self._ask(owner, bundle, split=False)
-        if s.load_balancer_auto_bundle_split_enabled:
-            loads: dict[str, BundleLoad] = {}
-            owners: dict[str, str] = {}
-            for b in brokers:
-                for name, load in b.bundles.items():
-                    loads[name], owners[name] = load, b.broker
-            namespace_of = {name: name.rsplit("/", 1)[0] for name in loads}
-            counts: dict[str, int] = {}
-            for ns in set(namespace_of.values()):
-                counts[ns] = len(
-                    (await self.service.ownership.bundles_of(_any_topic(ns), fresh=True)).bundles
-                )
-            for bundle in split_candidates(loads, namespace_of, counts, self.thresholds):
-                log.info(
-                    "load manager: splitting %s on %s (over a threshold)", bundle, owners[bundle]
-                )
-                await self._ask(owners[bundle], bundle, split=True)
+        decisions = shed(
+            brokers,
+            s.load_balancer_broker_threshold_shedder_percentage / 100,
+            await self._moved_at(),
+            time.time(),
+            s.load_balancer_shedding_grace_period_minutes * 60,
+        )
+        for bundle, owner in decisions:
+            log.info("load manager: unloading %s from %s (overloaded)", bundle, owner)
+            await self._record_move(bundle)
+            await self._ask(owner, bundle, split=False)
+
+    async def _split(self, brokers: list[BrokerLoad]) -> None:
+        loads: dict[str, BundleLoad] = {}
+        owners: dict[str, str] = {}
+        for b in brokers:
+            for name, load in b.bundles.items():
+                loads[name], owners[name] = load, b.broker
+        namespace_of = {name: name.rsplit("/", 1)[0] for name in loads}
+        counts: dict[str, int] = {}
+        for ns in set(namespace_of.values()):
+            counts[ns] = len((await self.ownership.bundles_of(ns, fresh=True)).bundles)
+        for bundle in split_candidates(loads, namespace_of, counts, self.thresholds):
+            log.info("load manager: splitting %s on %s (over a threshold)", bundle, owners[bundle])
+            await self._ask(owners[bundle], bundle, split=True)
 
     async def _moved_at(self) -> dict[str, float]:
-        records, _ = await self.service.metastore.list_prefix(BUNDLE_DATA_PREFIX)
+        records, _ = await self.metastore.list_prefix(metadata_paths.BUNDLE_DATA)
         out = {}
         for r in records:
             try:
-                out[r.key[len(BUNDLE_DATA_PREFIX) :]] = json.loads(r.value)["lastMovedMs"] / 1000
+                out[r.key[len(metadata_paths.BUNDLE_DATA) :]] = (
+                    json.loads(r.value)["lastMovedMs"] / 1000
+                )
             except (ValueError, KeyError, TypeError):
                 continue
         return out
 
     async def _record_move(self, bundle: str) -> None:
         body = json.dumps({"lastMovedMs": int(time.time() * 1000)}).encode()
-        await self.service.metastore.put(BUNDLE_DATA_PREFIX + bundle, body)
+        await self.metastore.put(metadata_paths.bundle_data(bundle), body)
 
     async def _ask(self, owner: str, bundle: str, split: bool) -> None:
         """Have ``owner`` unload or split ``bundle`` (``tenant/ns/0x.._0x..``)."""
         ns, _, name = bundle.rpartition("/")
+        unload_halves = self.settings.load_balancer_auto_unload_split_bundles_enabled
         try:
-            if owner == self.address:
-                topic = _any_topic(ns)
+            if owner != self.address:
                 if split:
-                    range_ = BundleRange.parse(name)
-                    await self.service.split_bundle(
-                        topic, range_, self.settings.load_balancer_auto_unload_split_bundles_enabled
-                    )
+                    await peer_brokers.split(owner, ns, name, unload_halves, ADMIN_CALL_TIMEOUT_S)
                 else:
-                    await self.service.unload_bundle(f"/namespace/{bundle}")
-                return
-            async with grpc.aio.insecure_channel(owner) as channel:
-                stub = broker_pb2_grpc.BrokerAdminStub(channel)
-                if split:
-                    resp = await stub.SplitBundle(
-                        broker_pb2.SplitBundleRequest(
-                            namespace=ns,
-                            bundle=name,
-                            unload=self.settings.load_balancer_auto_unload_split_bundles_enabled,
-                        ),
-                        timeout=ADMIN_CALL_TIMEOUT_S,
-                    )
-                else:
-                    resp = await stub.Unload(
-                        broker_pb2.UnloadRequest(namespace=ns, bundle=name),
-                        timeout=ADMIN_CALL_TIMEOUT_S,
-                    )
-            if resp.error.code:
-                log.warning(
-                    "load manager: %s of %s failed: %s",
-                    "split" if split else "unload",
-                    bundle,
-                    resp.error.message,
-                )
+                    await peer_brokers.unload(owner, ns, name, ADMIN_CALL_TIMEOUT_S)
+            elif split:
+                await self.topics.split_bundle(ns, BundleRange.parse(name), unload_halves)
+            else:
+                await self.topics.unload_bundle(metadata_paths.bundle(ns, name))
         except (grpc.RpcError, MagnetarServerError, ValueError) as exc:
             log.warning(
                 "load manager: %s of %s failed: %s", "split" if split else "unload", bundle, exc
             )
-
-
-def _any_topic(namespace: str) -> TopicName:
-    """A topic name of ``namespace``, for calls that take one to find it."""
-    return TopicName.parse(f"persistent://{namespace}/_")

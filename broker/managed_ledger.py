@@ -9,26 +9,34 @@ are appended to the last ledger and confirmed in order. Recently added
 entries stay in a byte-bounded cache for tailing consumers; anything else is
 read from the bookies.
 
-Cursors (one per durable subscription) live under the topic's key and are
-written at most once per ``persist_interval`` and on close.
+When to roll over to a new ledger and which ledgers may be deleted are
+decided in :mod:`broker.ledger_rules`; cursors (one per subscription) are
+:class:`broker.managed_cursor.ManagedCursor`, whose records live under the
+topic's key.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Protocol
 
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import CLOSED, LedgerFencedError, LedgerMetadata
 from bookie.ledger_writer import LedgerWriter
 from broker.cursor import CursorState, Position
+from broker.entry_cache import EntryCache
+from broker.ledger_rules import (
+    RolloverPolicy,
+    deletable_ledgers,
+    idle_rollover_due,
+    should_roll,
+)
 from metastore.client import BadVersionError, MetastoreClient
-from protos import common_pb2
+from protos import common_pb2, metadata_paths
 from protos.entry import parse_metadata
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
@@ -44,42 +52,15 @@ class ManagedLedgerFencedError(ManagedLedgerError):
     code = common_pb2.SERVICE_NOT_READY
 
 
-class EntryCache:
-    """Recently added entries, evicted oldest first past ``max_bytes``."""
+class CursorMark(Protocol):
+    """What trimming needs of a cursor: whether it holds data back, and up
+    to where everything is acknowledged."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.size = 0
-        self._entries: collections.OrderedDict[Position, bytes] = collections.OrderedDict()
-
-    def put(self, pos: Position, data: bytes) -> None:
-        if len(data) > self.max_bytes:
-            return
-        self._entries[pos] = data
-        self.size += len(data)
-        while self.size > self.max_bytes:
-            _, old = self._entries.popitem(last=False)
-            self.size -= len(old)
-
-    def get(self, pos: Position) -> bytes | None:
-        return self._entries.get(pos)
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.size = 0
+    durable: bool
+    state: CursorState
 
 
-@dataclass
-class RolloverPolicy:
-    """When a managed ledger closes its ledger and starts a new one (Pulsar's
-    managedLedgerMaxEntriesPerLedger, ...MaxSizePerLedgerMbytes,
-    ...MinLedgerRolloverTimeMinutes, ...MaxLedgerRolloverTimeMinutes)."""
-
-    max_entries: int = 50000
-    max_size_bytes: int = 2048 * 1024 * 1024
-    min_time_s: float = 600.0
-    max_time_s: float = 4 * 3600.0
-    inactive_rollover_s: float = 300.0
+__all__ = ["EntryCache", "ManagedLedger", "ManagedLedgerError", "RolloverPolicy"]
 
 
 class ManagedLedger:
@@ -97,7 +78,7 @@ class ManagedLedger:
         rollover: RolloverPolicy | None = None,
     ) -> None:
         self.topic = topic
-        self.key = f"/managed-ledgers/{topic.persistence_path}"
+        self.key = metadata_paths.managed_ledger(topic)
         self.metastore = metastore
         self.ledger_client = ledgers
         self.quorums = (ensemble_size, write_quorum, ack_quorum)
@@ -113,7 +94,7 @@ class ManagedLedger:
         self.entries_added = 0
         self.bytes_added = 0
         self.rollover = rollover or RolloverPolicy()
-        self.cursors: set[ManagedCursor] = set()
+        self.cursors: set[CursorMark] = set()
         self._writer_opened = time.monotonic()
         self._last_add = time.monotonic()
         self._rolling: asyncio.Task | None = None
@@ -269,15 +250,9 @@ class ManagedLedger:
     # ---------------------------------------------------------------- rollover and trimming
 
     def _should_roll(self, writer: LedgerWriter) -> bool:
-        """Pulsar's rule: full (entries or size) and older than the minimum
-        rollover time, or older than the maximum rollover time."""
-        p = self.rollover
-        entries = writer.lac + 1
-        if entries <= 0:
-            return False
-        age = time.monotonic() - self._writer_opened
-        full = entries >= p.max_entries or writer.length >= p.max_size_bytes
-        return (full and age >= p.min_time_s) or age >= p.max_time_s
+        return should_roll(
+            self.rollover, writer.lac + 1, writer.length, self._writer_opened, time.monotonic()
+        )
 
     async def _roll(self) -> None:
         """Close the current ledger and continue in a new one. Adds wait
@@ -393,23 +368,13 @@ class ManagedLedger:
         """Delete closed ledgers that every durable cursor has fully consumed
         (non-durable cursors never hold data back)."""
         try:
-            durable = [c for c in self.cursors if c.durable]
-            marks = [c.state.mark_delete_position for c in durable]
-            current = self.writer.ledger_id if self.writer is not None else None
-            doomed = []
-            for ledger_id in self.ledger_ids:
-                if ledger_id == current:
-                    break
-                md = self.closed_ledgers.get(ledger_id)
-                if md is None:
-                    break
-                last = (ledger_id, md.last_entry_id)
-                if self.hold_back is not None and last > self.hold_back:
-                    break
-                if all(m >= last for m in marks):
-                    doomed.append(ledger_id)
-                else:
-                    break  # keep order: only a prefix of the list goes
+            doomed = deletable_ledgers(
+                self.ledger_ids,
+                {i: md.last_entry_id for i, md in self.closed_ledgers.items()},
+                self.writer.ledger_id if self.writer is not None else None,
+                self._durable_marks(),
+                self.hold_back,
+            )
             if not doomed:
                 return
             kept = [i for i in self.ledger_ids if i not in doomed]
@@ -427,18 +392,21 @@ class ManagedLedger:
     def idle_check(self) -> None:
         """Roll an idle ledger every cursor has consumed, so its data can go."""
         writer = self.writer
-        p = self.rollover
-        if (
-            writer is None
-            or self._rolling is not None
-            or writer.lac < 0
-            or p.inactive_rollover_s <= 0
-            or time.monotonic() - self._last_add < p.inactive_rollover_s
-        ):
+        if writer is None or self._rolling is not None:
             return
-        last = (writer.ledger_id, writer.lac)
-        if all(c.state.mark_delete_position >= last for c in self.cursors if c.durable):
+        if idle_rollover_due(
+            self.rollover,
+            (writer.ledger_id, writer.lac),
+            self._last_add,
+            time.monotonic(),
+            self._durable_marks(),
+        ):
             self._rolling = asyncio.get_running_loop().create_task(self._roll())
+
+    def _durable_marks(self) -> list[Position]:
+        """Where each durable cursor has acknowledged everything (non-durable
+        cursors never hold data back)."""
+        return [c.state.mark_delete_position for c in self.cursors if c.durable]
 
     # ---------------------------------------------------------------- positions
 
@@ -571,165 +539,7 @@ class ManagedLedger:
     # ---------------------------------------------------------------- cursors
 
     def cursor_key(self, name: str) -> str:
-        return f"{self.key}/{name}"
+        return metadata_paths.cursor(self.topic, name)
 
     async def cursor_names(self) -> list[str]:
         return await self.metastore.children(self.key)
-
-
-class ManagedCursor:
-    """A durable subscription's cursor: state plus throttled persistence."""
-
-    def __init__(
-        self,
-        ledger: ManagedLedger,
-        name: str,
-        state: CursorState,
-        *,
-        durable: bool,
-        version: int,
-        persist_interval_ms: int,
-        max_ranges: int,
-    ) -> None:
-        self.ledger = ledger
-        self.name = name
-        self.state = state
-        self.durable = durable
-        self._version = version
-        self._interval_s = persist_interval_ms / 1000
-        self._max_ranges = max_ranges
-        self._last_persist = 0.0
-        self._dirty = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._persisting: asyncio.Task | None = None
-        self.read_position = ledger.next_position(state.mark_delete_position)
-        ledger.cursors.add(self)
-
-    @classmethod
-    async def open(
-        cls,
-        ledger: ManagedLedger,
-        name: str,
-        *,
-        initial_position_latest: bool,
-        durable: bool,
-        persist_interval_ms: int,
-        max_ranges: int,
-        mark_delete: Position | None = None,
-    ) -> tuple[ManagedCursor, bool]:
-        """The cursor and whether it was created now. A new cursor starts after
-        ``mark_delete`` when given, else at the initial position."""
-        created = False
-        version = -1
-        stat = await ledger.metastore.get(ledger.cursor_key(name)) if durable else None
-        if stat is not None:
-            state = CursorState.from_json(stat.value)
-            version = stat.version
-        else:
-            created = True
-            if mark_delete is not None:
-                start = mark_delete
-            else:
-                start = ledger.last_confirmed if initial_position_latest else ledger.before_first()
-            state = CursorState(start)
-        cursor = cls(
-            ledger,
-            name,
-            state,
-            durable=durable,
-            version=version,
-            persist_interval_ms=persist_interval_ms,
-            max_ranges=max_ranges,
-        )
-        if created and durable:
-            await cursor.persist()
-        return cursor, created
-
-    def is_acked(self, pos: Position) -> bool:
-        return self.state.is_acked(pos)
-
-    def ack(self, positions: list[Position], cumulative: bool) -> None:
-        changed = False
-        nxt = self.ledger.next_position
-        for pos in positions:
-            if cumulative:
-                changed |= self.state.ack_cumulative(pos, nxt)
-            else:
-                changed |= self.state.ack_individual(pos, nxt)
-        if changed:
-            self._mark_dirty()
-            first = self.ledger.ledger_ids[0] if self.ledger.ledger_ids else None
-            if first is not None and self.state.mark_delete_position[0] > first:
-                self.ledger.maybe_trim()
-
-    def ack_batch_indexes(self, pos: Position, batch_size: int, indexes: list[int]) -> bool:
-        """Acknowledge messages of a batch; True if that completed the entry."""
-        if self.state.ack_batch_indexes(pos, batch_size, indexes, self.ledger.next_position):
-            self._mark_dirty()
-        return self.state.is_acked(pos)
-
-    def rewind(self) -> None:
-        self.read_position = self.ledger.next_position(self.state.mark_delete_position)
-
-    def reset(self, mark_delete: Position) -> None:
-        """Seek: everything after ``mark_delete`` becomes unacknowledged again."""
-        self.state = CursorState(mark_delete)
-        self.rewind()
-        self._mark_dirty()
-
-    def _mark_dirty(self) -> None:
-        if not self.durable:
-            return
-        self._dirty = True
-        if self._timer is not None or self._persisting is not None:
-            return
-        delay = self._last_persist + self._interval_s - time.monotonic()
-        loop = asyncio.get_running_loop()
-        if delay <= 0:
-            self._persisting = loop.create_task(self._persist_soon())
-        else:
-            self._timer = loop.call_later(delay, self._timer_fired)
-
-    def _timer_fired(self) -> None:
-        self._timer = None
-        if self._dirty and self._persisting is None:
-            self._persisting = asyncio.get_running_loop().create_task(self._persist_soon())
-
-    async def _persist_soon(self) -> None:
-        try:
-            await self.persist()
-        except Exception as exc:
-            log.warning(
-                "%s/%s: persisting the cursor failed: %s", self.ledger.topic, self.name, exc
-            )
-        finally:
-            self._persisting = None
-            if self._dirty:
-                self._mark_dirty()
-
-    async def persist(self) -> None:
-        # A fenced ledger means another broker serves the topic and owns this
-        # cursor's record now: writing it would undo the new owner's state.
-        if not self.durable or self.ledger.fenced_by_other:
-            return
-        self._dirty = False
-        self._last_persist = time.monotonic()
-        body = self.state.to_json(self._max_ranges)
-        self._version = await self.ledger.metastore.put(
-            self.ledger.cursor_key(self.name), body, expected_version=self._version
-        )
-
-    async def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._persisting is not None:
-            await asyncio.gather(self._persisting, return_exceptions=True)
-        if self._dirty:
-            await self.persist()
-
-    async def delete(self) -> None:
-        await self.close()
-        self.ledger.cursors.discard(self)
-        if self.durable:
-            await self.ledger.metastore.delete(self.ledger.cursor_key(self.name))

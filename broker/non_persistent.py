@@ -1,12 +1,12 @@
 """Non-persistent topics (``non-persistent://…``): nothing reaches a bookie.
 
 A published entry is handed at once to every subscription's
-:class:`~broker.dispatcher.NonPersistentDispatcher`, which gives it to one
-consumer with permits (by the subscription's type) or drops it and counts
-the drop. The send is confirmed once that is done. Message ids are
-``(0, n)`` with ``n`` counting the topic's entries since it was loaded, so
-they restart after a broker restart, which loses nothing else (nothing else
-exists). Subscriptions are in memory only and vanish with their last
+:class:`~broker.non_persistent_dispatcher.NonPersistentDispatcher`, which
+gives it to one consumer with permits (by the subscription's type) or drops
+it and counts the drop. The send is confirmed once that is done. Message ids
+are ``(0, n)`` with ``n`` counting the topic's entries since it was loaded,
+so they restart after a broker restart, which loses nothing else (nothing
+else exists). Subscriptions are in memory only and vanish with their last
 consumer; acknowledgements are accepted and change nothing.
 """
 
@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from broker.dispatcher import NonPersistentDispatcher, entry_facts
-from broker.managed_ledger import ManagedCursor
+from broker.dispatcher import entry_facts
+from broker.managed_cursor import ManagedCursor
+from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.settings import BrokerSettings
-from broker.topic import Subscription, TopicBase
+from broker.subscription import Subscription
+from broker.topic import Position, TopicBase
 from protos.topic_name import TopicName
 
 NON_PERSISTENT_LEDGER_ID = 0
@@ -32,16 +34,16 @@ class NullCursor:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def ack(self, positions: list[tuple[int, int]], cumulative: bool) -> None:
+    def ack(self, positions: list[Position], cumulative: bool) -> None:
         pass
 
-    def is_acked(self, pos: tuple[int, int]) -> bool:
+    def is_acked(self, pos: Position) -> bool:
         return False
 
     def rewind(self) -> None:
         pass
 
-    def reset(self, mark_delete: tuple[int, int]) -> None:
+    def reset(self, mark_delete: Position) -> None:
         pass
 
     async def close(self) -> None:
@@ -57,13 +59,13 @@ class NonPersistentTopic(TopicBase):
     def __init__(self, name: TopicName, settings: BrokerSettings) -> None:
         super().__init__(name, settings)
         self._entry_ids = itertools.count()
-        self._last: tuple[int, int] = (-1, -1)
+        self._last: Position = (-1, -1)
 
     @property
-    def last_position(self) -> tuple[int, int]:
+    def last_position(self) -> Position:
         return self._last
 
-    def publish(self, entry: bytes) -> asyncio.Future:
+    def _store(self, entry: bytes) -> asyncio.Future:
         pos = (NON_PERSISTENT_LEDGER_ID, next(self._entry_ids))
         facts = entry_facts(entry)
         for sub in list(self.subscriptions.values()):
@@ -80,7 +82,7 @@ class NonPersistentTopic(TopicBase):
             del self.subscriptions[sub.name]
 
     async def _open_cursor(
-        self, sub_name: str, latest: bool, durable: bool, mark_delete: tuple[int, int] | None
+        self, sub_name: str, latest: bool, durable: bool, mark_delete: Position | None
     ) -> ManagedCursor:
         return NullCursor(sub_name)  # type: ignore[return-value]
 

@@ -1,31 +1,100 @@
-"""The broker process."""
+"""The broker process: it builds the core (namespaces, ownership, the topic
+registry, the load manager), puts the gRPC front-ends in front of it, and
+keeps a metastore session (its registration and the ownership of its
+bundles) for as long as it runs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import grpc
+from grpc_health.v1.health import HealthServicer
 
 from bookie.ledger_client import LedgerClient, LedgerClientSettings
 from broker.admin_service import BrokerAdminService
+from broker.administration import Administration
 from broker.load_manager import LoadManager
+from broker.namespaces import Namespaces
+from broker.ownership import Ownership
 from broker.service import BrokerService
 from broker.settings import BrokerSettings
-from metastore.client import MetastoreClient
+from broker.topics import TopicRegistry
+from metastore.client import MetastoreClient, Session
 from protos import broker_pb2_grpc, serving
 
 log = logging.getLogger("broker")
 
+# Between attempts to register again after the metastore session was lost.
+REREGISTER_RETRY_S = 1.0
 
-async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
-    serving.setup_logging("broker", settings.log_level)
-    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
-        log.warning("mallopt is not available; the C library's malloc defaults stay")
+
+@dataclass
+class Core:
+    """The broker's protocol-independent core and what it stands on."""
+
+    settings: BrokerSettings
+    metastore: MetastoreClient
+    ledgers: LedgerClient
+    namespaces: Namespaces
+    ownership: Ownership
+    topics: TopicRegistry
+    load_manager: LoadManager
+
+
+def build_core(settings: BrokerSettings, address: str) -> Core:
     metastore = MetastoreClient(settings.metastore)
     ledgers = LedgerClient(
         metastore, LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000)
     )
+    namespaces = Namespaces(metastore, settings)
+    ownership = Ownership(metastore, namespaces, address, settings)
+    topics = TopicRegistry(settings, metastore, ledgers, namespaces, ownership)
+    load_manager = LoadManager(settings, metastore, ownership, topics)
+    return Core(settings, metastore, ledgers, namespaces, ownership, topics, load_manager)
+
+
+class Registration:
+    """The broker's metastore session: its load report (its registration)
+    and its bundles live on it. A lost session is replaced, after every
+    topic is closed (their bundle records went with it)."""
+
+    def __init__(self, core: Core, stop: asyncio.Event) -> None:
+        self.core = core
+        self.stop = stop
+        self.session: Session | None = None
+
+    async def register(self) -> None:
+        session = await self.core.metastore.create_session(
+            self.core.settings.session_ttl_ms, on_lost=self._lost
+        )
+        self.core.ownership.session = session
+        await self.core.load_manager.publish()
+        self.session = session
+
+    def _lost(self) -> None:
+        if not self.stop.is_set():
+            asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        self.core.ownership.lost()
+        await self.core.topics.drop_all("the metastore session expired")
+        while not self.stop.is_set():
+            try:
+                await self.register()
+                log.info("broker re-registered with a new metastore session")
+                return
+            except Exception as exc:
+                log.warning("re-registering failed: %s", exc)
+                await asyncio.sleep(REREGISTER_RETRY_S)  # bounded by stop; a retry timer
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+
+async def _start_server(settings: BrokerSettings) -> tuple[grpc.aio.Server, HealthServicer, str]:
     server = grpc.aio.server(
         options=serving.grpc_options(
             max(serving.MAX_GRPC_MESSAGE_BYTES, settings.max_message_size * 2 + 65536)
@@ -34,61 +103,56 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, settings.host, settings.port)
-    address = f"{settings.host}:{port}"
-    service = BrokerService(
-        settings, metastore, ledgers, broker_name=f"{settings.cluster_name}-{port}", address=address
+    return server, health, f"{settings.host}:{port}"
+
+
+async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
+    serving.setup_logging("broker", settings.log_level)
+    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
+        log.warning("mallopt is not available; the C library's malloc defaults stay")
+    server, health, address = await _start_server(settings)
+    core = build_core(settings, address)
+    broker_name = f"{settings.cluster_name}-{address.rpartition(':')[2]}"
+    broker_pb2_grpc.add_BrokerServicer_to_server(
+        BrokerService(settings, core.topics, core.namespaces, core.ownership, broker_name), server
     )
-    broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
-    broker_pb2_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(service), server)
+    broker_pb2_grpc.add_BrokerAdminServicer_to_server(
+        BrokerAdminService(Administration(core.topics, core.namespaces, core.ownership)), server
+    )
     metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
     serving.tune_gc()
-    await service.ensure_default_namespace()
-    load_manager = service.load_manager = LoadManager(service)
-    sessions: list = []
-
-    async def register() -> None:
-        """A session, and this broker's ephemeral registration (its load report) on it."""
-        session = await metastore.create_session(settings.session_ttl_ms, on_lost=session_lost)
-        service.ownership.session = session
-        await load_manager.publish()
-        sessions.append(session)
-
-    async def recover() -> None:
-        # Every bundle record went with the session: stop serving, start again.
-        service.ownership.lost()
-        await service.drop_all_topics("the metastore session expired")
-        while not stop.is_set():
-            try:
-                await register()
-                log.info("broker re-registered with a new metastore session")
-                return
-            except Exception as exc:
-                log.warning("re-registering failed: %s", exc)
-                await asyncio.sleep(1.0)  # bounded by stop; a retry timer
-
-    def session_lost() -> None:
-        if not stop.is_set():
-            asyncio.get_running_loop().create_task(recover())
-
-    await register()
+    await core.namespaces.ensure_default()
+    registration = Registration(core, stop)
+    await registration.register()
     serving.set_serving(health, True)
     serving.write_ready_file(ready_file, {"grpc": address, "metrics": metrics_port})
     log.info("broker serving on %s (metrics %d)", address, metrics_port)
-    housekeeping = asyncio.create_task(service.housekeeping_forever())
-    balancing = asyncio.create_task(load_manager.run_forever())
+    background = [
+        asyncio.create_task(core.topics.housekeeping_forever()),
+        asyncio.create_task(core.load_manager.run_forever()),
+    ]
     await stop.wait()
     log.info("broker stopping")
-    housekeeping.cancel()
-    balancing.cancel()
+    await _stop(core, server, health, registration, background)
+
+
+async def _stop(
+    core: Core,
+    server: grpc.aio.Server,
+    health: HealthServicer,
+    registration: Registration,
+    background: list[asyncio.Task],
+) -> None:
+    for task in background:
+        task.cancel()
     serving.set_serving(health, False)
-    await service.unload_all()  # clients move to other brokers without an error
-    await service.close_all()
+    await core.topics.unload_all()  # clients move to other brokers without an error
+    await core.topics.close_all()
     await server.stop(grace=2)
-    for session in sessions[-1:]:
-        await session.close()
-    await ledgers.close()
-    await metastore.close()
+    await registration.close()
+    await core.ledgers.close()
+    await core.metastore.close()
     log.info("broker stopped")

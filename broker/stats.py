@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.dispatcher import KeySharedDispatcher, NonPersistentDispatcher
-from broker.topic import SUB_TYPE_NAMES, Consumer, Subscription, Topic, TopicBase
-from protos import broker_pb2
-
-ACCESS_MODE_NAMES: dict[int, str] = {
-    broker_pb2.ACCESS_SHARED: "Shared",
-    broker_pb2.ACCESS_EXCLUSIVE: "Exclusive",
-    broker_pb2.ACCESS_WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
-    broker_pb2.ACCESS_EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
-}
+from broker.consumer import Consumer
+from broker.errors import BrokerError
+from broker.key_shared import SLOT_MAX, slot_of
+from broker.key_shared_dispatcher import KeySharedDispatcher
+from broker.non_persistent_dispatcher import NonPersistentDispatcher
+from broker.subscription import Subscription
+from broker.topic import Topic, TopicBase
+from protos import common_pb2
 
 
 def entries_between(topic: Topic, after: tuple[int, int], through: tuple[int, int]) -> int:
@@ -89,69 +87,101 @@ def key_shared_lookup(
     }
 
 
-def topic_stats(topic: TopicBase) -> dict[str, Any]:
-    rate_in, thr_in = topic.meter_in.rates()
-    rate_out, thr_out = topic.meter_out.rates()
-    storage = 0
-    if isinstance(topic, Topic):
-        ledger = topic.ledger
-        storage = sum(md.length for md in ledger.closed_ledgers.values())
-        if ledger.writer is not None:
-            storage += ledger.writer.length
-    publishers = []
+def key_shared_lookup_of(
+    topic: TopicBase, subscription: str, key: str | None, slot: int | None
+) -> dict[str, Any]:
+    """:func:`key_shared_lookup` for a subscription named by the caller, by
+    key or by hash slot (exactly one)."""
+    sub = topic.subscriptions.get(subscription)
+    if sub is None:
+        raise BrokerError(
+            f"subscription {subscription!r} does not exist on {topic.name}",
+            common_pb2.SUBSCRIPTION_NOT_FOUND,
+        )
+    if not isinstance(sub.dispatcher, KeySharedDispatcher):
+        raise BrokerError(
+            f"subscription {sub.name!r} is {sub.sub_type.display}, not Key_Shared",
+            common_pb2.NOT_ALLOWED,
+        )
+    if (key is None) == (slot is None):
+        raise BrokerError("give a key or a hash", common_pb2.INVALID_ARGUMENT)
+    if key is not None:
+        slot = slot_of(key)
+    assert slot is not None
+    if not 0 <= slot <= SLOT_MAX:
+        raise BrokerError(f"hash {slot} is outside 0..{SLOT_MAX}", common_pb2.INVALID_ARGUMENT)
+    return key_shared_lookup(sub.dispatcher, slot, key)
+
+
+def _publisher_stats(topic: TopicBase) -> list[dict[str, Any]]:
+    out = []
     for p in topic.producers.values():
         r, t = p.meter.rates()
-        publishers.append(
+        out.append(
             {
                 "producerName": p.name,
                 "producerId": p.id,
-                "accessMode": ACCESS_MODE_NAMES.get(p.access_mode, str(p.access_mode)),
+                "accessMode": p.access_mode.display,
                 "msgRateIn": r,
                 "msgThroughputIn": t,
             }
         )
-    subscriptions = {}
-    backlog_entries = 0
-    for name, sub in topic.subscriptions.items():
-        consumers = []
-        s_rate = s_thr = 0.0
-        for c in sub.consumers:
-            r, t = c.meter.rates()
-            s_rate += r
-            s_thr += t
-            consumer = {
-                "consumerName": c.name,
-                "msgRateOut": r,
-                "msgThroughputOut": t,
-                "availablePermits": c.permits,
-                "unackedMessages": c.unacked,
-                "blockedConsumerOnUnackedMsgs": c.blocked,
-                "redeliveryCount": c.redelivered,
-                "priorityLevel": c.priority_level,
-            }
-            if isinstance(sub.dispatcher, KeySharedDispatcher):
-                consumer.update(key_shared_consumer_stats(sub.dispatcher, c))
-            consumers.append(consumer)
-        backlog = subscription_backlog(sub)
-        backlog_entries = max(backlog_entries, backlog)
-        subscriptions[name] = {
-            "type": SUB_TYPE_NAMES.get(sub.sub_type, str(sub.sub_type)),
-            "msgBacklog": backlog,
-            "unackedMessages": sub.unacked,
-            "msgRateOut": s_rate,
-            "msgThroughputOut": s_thr,
-            "isDurable": sub.cursor.durable,
-            "consumers": consumers,
-        }
-        if isinstance(sub.dispatcher, NonPersistentDispatcher):
-            drop_rate, _ = sub.dispatcher.dropped.rates()
-            subscriptions[name]["msgDropRate"] = drop_rate
-            subscriptions[name]["msgDropCount"] = sub.dispatcher.dropped.msgs
-    average = 0.0
-    if isinstance(topic, Topic):
-        ledger = topic.ledger
-        entries = entries_between(topic, ledger.before_first(), ledger.last_confirmed)
-        average = storage / entries if entries else 0
+    return out
+
+
+def _consumer_stats(sub: Subscription, c: Consumer) -> dict[str, Any]:
+    r, t = c.meter.rates()
+    consumer = {
+        "consumerName": c.name,
+        "msgRateOut": r,
+        "msgThroughputOut": t,
+        "availablePermits": c.permits,
+        "unackedMessages": sub.pending.unacked(c),
+        "blockedConsumerOnUnackedMsgs": sub.pending.is_blocked(c),
+        "redeliveryCount": sub.pending.redelivered(c),
+        "priorityLevel": c.priority_level,
+    }
+    if isinstance(sub.dispatcher, KeySharedDispatcher):
+        consumer.update(key_shared_consumer_stats(sub.dispatcher, c))
+    return consumer
+
+
+def _subscription_stats(sub: Subscription) -> dict[str, Any]:
+    consumers = [_consumer_stats(sub, c) for c in sub.consumers]
+    out = {
+        "type": sub.sub_type.display,
+        "msgBacklog": subscription_backlog(sub),
+        "unackedMessages": sub.unacked,
+        "msgRateOut": sum(c["msgRateOut"] for c in consumers),
+        "msgThroughputOut": sum(c["msgThroughputOut"] for c in consumers),
+        "isDurable": sub.cursor.durable,
+        "consumers": consumers,
+    }
+    if isinstance(sub.dispatcher, NonPersistentDispatcher):
+        drop_rate, _ = sub.dispatcher.dropped.rates()
+        out["msgDropRate"] = drop_rate
+        out["msgDropCount"] = sub.dispatcher.dropped.msgs
+    return out
+
+
+def _storage(topic: TopicBase) -> tuple[int, float]:
+    """(bytes stored, average entry size) of a topic."""
+    if not isinstance(topic, Topic):
+        return 0, 0.0
+    ledger = topic.ledger
+    storage = sum(md.length for md in ledger.closed_ledgers.values())
+    if ledger.writer is not None:
+        storage += ledger.writer.length
+    entries = entries_between(topic, ledger.before_first(), ledger.last_confirmed)
+    return storage, storage / entries if entries else 0.0
+
+
+def topic_stats(topic: TopicBase) -> dict[str, Any]:
+    rate_in, thr_in = topic.meter_in.rates()
+    rate_out, thr_out = topic.meter_out.rates()
+    subscriptions = {name: _subscription_stats(sub) for name, sub in topic.subscriptions.items()}
+    backlog_entries = max((s["msgBacklog"] for s in subscriptions.values()), default=0)
+    storage, average = _storage(topic)
     return {
         "msgRateIn": rate_in,
         "msgRateOut": rate_out,
@@ -163,6 +193,6 @@ def topic_stats(topic: TopicBase) -> dict[str, Any]:
         "bytesOutCounter": topic.meter_out.bytes,
         "storageSize": storage,
         "backlogSize": int(backlog_entries * average),
-        "publishers": publishers,
+        "publishers": _publisher_stats(topic),
         "subscriptions": subscriptions,
     }

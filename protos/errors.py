@@ -55,3 +55,11 @@ def code_name(code: int) -> str:
 
 def error(code: int, message: str) -> common_pb2.Error:
     return common_pb2.Error(code=code, message=message)  # type: ignore[arg-type]
+
+
+def error_of(exc: BaseException) -> common_pb2.Error:
+    """The wire error for any exception: its own code for a domain error,
+    UNKNOWN_ERROR (naming the exception) for anything else."""
+    if isinstance(exc, MagnetarServerError):
+        return exc.to_proto()
+    return error(common_pb2.UNKNOWN_ERROR, f"{type(exc).__name__}: {exc}")

@@ -1,5 +1,6 @@
-"""Namespace bundles, the bundle state machine, and the load manager's
-placement, shedding and split decisions on simulated load tables."""
+"""Namespace bundles, and the load manager's placement, shedding and split
+decisions on simulated load tables (the bundle state machine:
+test_bundle_state.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,6 @@ import math
 
 import pytest
 
-from broker.bundle_state import (
-    FREE,
-    TRANSITIONS,
-    BundleRecord,
-    BundleState,
-    IllegalBundleTransition,
-    recover,
-    transition,
-)
 from broker.bundles import HASH_MAX, BundleRange, InvalidBundleError, NamespaceBundles
 from broker.load_decisions import (
     BrokerLoad,
@@ -31,8 +23,6 @@ from broker.load_decisions import (
     split_candidates,
 )
 from protos.hashing import topic_crc32
-
-S = BundleState
 
 
 def test_four_equal_bundles_named_like_pulsar():
@@ -87,63 +77,6 @@ def test_bad_boundaries_and_unknown_bundles_are_refused():
         NamespaceBundles.equal(2).split(BundleRange(0, 5))
     with pytest.raises(InvalidBundleError):
         BundleRange(7, 8).halves()
-
-
-# (start record, event, broker) -> expected state, or None for illegal.
-STATE_STEPS = [
-    (FREE, "assign", "b1", S.ASSIGNING),
-    (BundleRecord(S.ASSIGNING, "b1"), "own", "", S.OWNED),
-    (BundleRecord(S.ASSIGNING, "b1"), "abandon", "", S.FREE),
-    (BundleRecord(S.OWNED, "b1"), "release", "", S.RELEASING),
-    (BundleRecord(S.OWNED, "b1"), "split", "", S.SPLITTING),
-    (BundleRecord(S.RELEASING, "b1"), "free", "", S.FREE),
-    (BundleRecord(S.RELEASING, "b1"), "keep", "", S.OWNED),
-    (BundleRecord(S.SPLITTING, "b1"), "done", "", S.DELETED),
-    (BundleRecord(S.SPLITTING, "b1"), "abort", "", S.OWNED),
-    (FREE, "own", "", None),
-    (BundleRecord(S.OWNED, "b1"), "assign", "b2", None),
-    (BundleRecord(S.DELETED, "b1"), "assign", "b2", None),
-    (BundleRecord(S.RELEASING, "b1"), "split", "", None),
-]
-
-
-@pytest.mark.parametrize("start,event,broker,expected", STATE_STEPS)
-def test_bundle_state_transitions(start, event, broker, expected):
-    if expected is None:
-        with pytest.raises(IllegalBundleTransition):
-            transition(start, event, broker)
-        return
-    after = transition(start, event, broker)
-    assert after.state == expected
-    if event == "assign":
-        assert after.broker == broker
-    else:
-        assert after.broker == start.broker  # free: the last owner, a placement hint
-    assert BundleRecord.decode(after.encode()) == after
-
-
-def test_every_state_but_deleted_can_move_on():
-    sources = {s for s, _ in TRANSITIONS}
-    assert sources == set(S) - {S.DELETED}
-
-
-RECOVERY = [
-    (BundleRecord(S.ASSIGNING, "dead"), False, "abandon"),
-    (BundleRecord(S.ASSIGNING, "live"), False, None),
-    (BundleRecord(S.RELEASING, "live"), False, "free"),
-    (BundleRecord(S.SPLITTING, "live"), True, "done"),
-    (BundleRecord(S.SPLITTING, "dead"), False, "abort"),
-    (BundleRecord(S.OWNED, "dead"), False, "release"),
-    (BundleRecord(S.OWNED, "live"), False, None),
-    (FREE, False, None),
-]
-
-
-@pytest.mark.parametrize("record,children,event", RECOVERY)
-def test_interrupted_changes_are_finished_or_rolled_back(record, children, event):
-    assert recover(record, {"live"}, children) == event
-    if event is not None:
-        transition(record, event)  # always a legal step
 
 
 def _broker(name: str, usage: float, **bundle_rates: float) -> BrokerLoad:

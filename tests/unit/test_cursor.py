@@ -72,25 +72,6 @@ def test_range_set_merges_only_within_a_ledger():
     assert (1, 5) in rs and (1, 4) not in rs and (2, 1) not in rs
 
 
-def test_deduplication_decisions():
-    from broker.dedup import DUPLICATE, IN_FLIGHT, NEW, Deduplication
-
-    d = Deduplication(snapshot_interval=2, max_producers=2)
-    assert d.check("p", 0) == NEW
-    d.pushed_to("p", 0)
-    assert d.check("p", 0) == IN_FLIGHT  # pushed, not stored yet
-    assert d.stored("p", 0) is False
-    assert d.check("p", 0) == DUPLICATE
-    d.pushed_to("p", 5)
-    d.failed("p")  # the write of 1..5 failed: its retry is new
-    assert d.check("p", 5) == NEW
-    assert d.stored("p", 5) is True  # snapshot due every 2 stored entries
-    assert d.last_sequence_id("p") == 5 and d.last_sequence_id("q") == -1
-    d.stored("q", 1)
-    d.stored("r", 1)  # max_producers=2: the oldest name is forgotten
-    assert "p" not in d.persisted and d.check("p", 0) == NEW
-
-
 def test_batch_index_acks_complete_an_entry_and_survive_json():
     from broker.cursor import CursorState
 

@@ -129,6 +129,14 @@ def test_the_sdk_writes_entries_a_pulsar_broker_would_store():
     meta, payload = split_entry(batch)
     assert meta.num_messages_in_batch == 2
     # Each record: u32 size, SingleMessageMetadata (payload_size, sequence_id), payload.
-    assert bytes(payload) == (
-        b"\x00\x00\x00\x04" + b"\x18\x01\x40\x03" + b"a" + b"\x00\x00\x00\x04" + b"\x18\x02\x40\x04"
-    ) + b"bc"
+    assert (
+        bytes(payload)
+        == (
+            b"\x00\x00\x00\x04"
+            + b"\x18\x01\x40\x03"
+            + b"a"
+            + b"\x00\x00\x00\x04"
+            + b"\x18\x02\x40\x04"
+        )
+        + b"bc"
+    )

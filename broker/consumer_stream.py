@@ -1,0 +1,259 @@
+"""The gRPC front-end of one consumer: the ``Consume`` stream.
+
+The first request subscribes; the stream answers ``Subscribed``, then pushes
+the :class:`~broker.consumer.Deliveries` the core hands the consumer's sink
+as ``Deliveries`` messages, interleaved in order with the answers to the
+consumer's requests (flow, ack, seek, redeliver, last message id,
+unsubscribe, close), each of which is one call on the subscription. A
+request the core refuses gets a typed error and leaves the consumer
+connected; the stream ends when the client closes it, after unsubscribe, or
+when the core closes the consumer (its topic moved or closed). What the
+stream holds for the client is bounded by the consumer's permits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from broker.consumer import Consumer, Deliveries
+from broker.errors import BrokerError
+from broker.modes import KeySharedMode, SubscriptionType
+from broker.subscription import KeySharedPolicy, Subscription
+from broker.topic import TopicBase
+from broker.topics import TopicRegistry
+from protos import broker_pb2, common_pb2
+from protos.errors import error, error_of
+from protos.message_id import MessageId, id_data, id_fields
+from protos.topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+_consumer_names = itertools.count(1)
+
+Outbox = asyncio.Queue  # of broker_pb2.ConsumerResponse, or None: the stream ends
+
+
+def key_shared_policy(meta: broker_pb2.KeySharedMeta) -> KeySharedPolicy:
+    try:
+        mode = KeySharedMode(meta.mode)
+    except ValueError:
+        raise BrokerError(
+            f"unknown Key_Shared mode {meta.mode}", common_pb2.INVALID_ARGUMENT
+        ) from None
+    if len(meta.range_starts) != len(meta.range_ends):
+        raise BrokerError(
+            f"{len(meta.range_starts)} range starts but {len(meta.range_ends)} range ends",
+            common_pb2.INVALID_ARGUMENT,
+        )
+    ranges = tuple(zip(meta.range_starts, meta.range_ends, strict=True))
+    return KeySharedPolicy(mode, meta.allow_out_of_order_delivery, ranges)
+
+
+def deliveries_message(d: Deliveries) -> broker_pb2.ConsumerResponse:
+    return broker_pb2.ConsumerResponse(
+        deliveries=broker_pb2.Deliveries(
+            ledger_ids=d.ledger_ids,
+            entry_ids=d.entry_ids,
+            redelivery_counts=d.redelivery_counts,
+            entries=d.entries,
+            acked_batch_indexes=d.acked_batch_indexes or (),
+        )
+    )
+
+
+def _positions(ledger_ids: list[int], entry_ids: list[int], what: str) -> list[tuple[int, int]]:
+    if len(ledger_ids) != len(entry_ids):
+        raise BrokerError(
+            f"{what}ledger_ids and entry_ids differ in length", common_pb2.INVALID_ARGUMENT
+        )
+    return list(zip(ledger_ids, entry_ids, strict=True))
+
+
+class ConsumerStream:
+    def __init__(self, topics: TopicRegistry, broker_name: str) -> None:
+        self.topics = topics
+        self.broker_name = broker_name
+
+    async def run(
+        self, requests: AsyncIterator[broker_pb2.ConsumerRequest]
+    ) -> AsyncIterator[broker_pb2.ConsumerResponse]:
+        iterator = requests.__aiter__()
+        try:
+            first = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        if first.WhichOneof("request") != "subscribe":
+            yield broker_pb2.ConsumerResponse(
+                error=error(common_pb2.INVALID_ARGUMENT, "the first message must be 'subscribe'")
+            )
+            return
+        outbox: Outbox = asyncio.Queue()
+
+        def sink(d: Deliveries | None) -> None:
+            outbox.put_nowait(deliveries_message(d) if d is not None else None)
+
+        try:
+            topic, sub, consumer = await self._subscribe(first.subscribe, sink)
+        except Exception as exc:
+            yield broker_pb2.ConsumerResponse(error=error_of(exc))
+            return
+        yield broker_pb2.ConsumerResponse(
+            subscribed=broker_pb2.Subscribed(
+                consumer_name=consumer.name, topic=topic.name.full_name
+            )
+        )
+        session = _Session(topic, sub, consumer, outbox)
+        reader = asyncio.create_task(session.read(iterator))
+        try:
+            while True:
+                resp = await outbox.get()
+                if resp is None:
+                    break
+                yield resp
+        finally:
+            reader.cancel()
+            sub.remove_consumer(consumer)
+
+    async def _subscribe(
+        self, req: broker_pb2.Subscribe, sink: Callable[[Deliveries | None], None]
+    ) -> tuple[TopicBase, Subscription, Consumer]:
+        name = TopicName.parse(req.topic)
+        if not req.subscription:
+            raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
+        try:
+            sub_type = SubscriptionType(req.sub_type)
+        except ValueError:
+            raise BrokerError(
+                f"unknown subscription type {req.sub_type}", common_pb2.INVALID_ARGUMENT
+            ) from None
+        topic = await self.topics.get_topic(name)
+        mark_delete = None
+        if req.HasField("start_message_id"):
+            start = MessageId(*id_fields(req.start_message_id))
+            mark_delete = topic.start_position(start, req.start_message_id_inclusive)
+        key_shared = None
+        if sub_type == SubscriptionType.KEY_SHARED:
+            key_shared = key_shared_policy(req.key_shared)
+        sub, consumer = await topic.subscribe(
+            req.subscription,
+            sub_type,
+            req.initial_position == broker_pb2.LATEST,
+            req.durable,
+            req.consumer_name or f"{self.broker_name}-c{next(_consumer_names)}",
+            sink,
+            req.priority_level,
+            mark_delete,
+            key_shared,
+        )
+        return topic, sub, consumer
+
+
+class _Session:
+    """One consumer's requests, each turned into one call on the core."""
+
+    def __init__(
+        self, topic: TopicBase, sub: Subscription, consumer: Consumer, outbox: Outbox
+    ) -> None:
+        self.topic = topic
+        self.sub = sub
+        self.consumer = consumer
+        self.outbox = outbox
+        self._handlers: dict[str, Callable[[broker_pb2.ConsumerRequest], Awaitable[bool]]] = {
+            "flow": self._flow,
+            "ack": self._ack,
+            "seek": self._seek,
+            "get_last_message_id": self._last_message_id,
+            "redeliver": self._redeliver,
+            "unsubscribe": self._unsubscribe,
+        }
+
+    def _answer(self, resp: broker_pb2.ConsumerResponse) -> None:
+        self.outbox.put_nowait(resp)
+
+    async def read(self, iterator: AsyncIterator[broker_pb2.ConsumerRequest]) -> None:
+        try:
+            async for req in iterator:
+                kind = req.WhichOneof("request")
+                if kind == "close":
+                    break
+                handler = self._handlers.get(kind or "")
+                if handler is None:
+                    self._answer(
+                        broker_pb2.ConsumerResponse(
+                            ack_error=error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}")
+                        )
+                    )
+                elif not await handler(req):
+                    break
+        except Exception as exc:
+            log.debug("consumer stream %s ended: %s", self.consumer.name, exc)
+        finally:
+            self.consumer.closed = True
+            self.outbox.put_nowait(None)
+
+    async def _flow(self, req: broker_pb2.ConsumerRequest) -> bool:
+        self.sub.grant_permits(self.consumer, req.flow.permits)
+        return True
+
+    async def _ack(self, req: broker_pb2.ConsumerRequest) -> bool:
+        ack = req.ack
+        try:
+            positions = _positions(list(ack.ledger_ids), list(ack.entry_ids), "")
+            if ack.batch_acks:
+                self.sub.ack_batch_indexes(
+                    [
+                        ((b.ledger_id, b.entry_id), b.batch_size, list(b.indexes))
+                        for b in ack.batch_acks
+                    ],
+                    self.consumer,
+                )
+            self.sub.ack(positions, ack.ack_type == broker_pb2.CUMULATIVE, self.consumer)
+        except BrokerError as exc:
+            self._answer(broker_pb2.ConsumerResponse(ack_error=exc.to_proto()))
+        return True
+
+    async def _seek(self, req: broker_pb2.ConsumerRequest) -> bool:
+        seek = req.seek
+        which = seek.WhichOneof("target")
+        target: MessageId | int | None = None
+        if which == "publish_time_ms":
+            target = seek.publish_time_ms
+        elif which == "message_id":
+            target = MessageId(*id_fields(seek.message_id))
+        try:
+            self.sub.seek(await self.topic.seek_position(target))
+        except Exception as exc:
+            self._answer(broker_pb2.ConsumerResponse(request_error=error_of(exc)))
+            return True
+        self._answer(broker_pb2.ConsumerResponse(seek_done=broker_pb2.SeekDone()))
+        return True
+
+    async def _last_message_id(self, req: broker_pb2.ConsumerRequest) -> bool:
+        ledger_id, entry_id = self.topic.last_position
+        last = id_data(ledger_id if entry_id >= 0 else -1, entry_id)
+        self._answer(
+            broker_pb2.ConsumerResponse(last_message_id=broker_pb2.LastMessageId(message_id=last))
+        )
+        return True
+
+    async def _redeliver(self, req: broker_pb2.ConsumerRequest) -> bool:
+        r = req.redeliver
+        try:
+            positions = _positions(list(r.ledger_ids), list(r.entry_ids), "redeliver: ")
+        except BrokerError as exc:
+            self._answer(broker_pb2.ConsumerResponse(request_error=exc.to_proto()))
+            return True
+        self.sub.redeliver_unacked(self.consumer, positions)
+        return True
+
+    async def _unsubscribe(self, req: broker_pb2.ConsumerRequest) -> bool:
+        try:
+            await self.topic.unsubscribe(self.sub, self.consumer)
+        except BrokerError as exc:
+            self._answer(broker_pb2.ConsumerResponse(request_error=exc.to_proto()))
+            return True
+        self._answer(broker_pb2.ConsumerResponse(unsubscribed=broker_pb2.Unsubscribed()))
+        return False

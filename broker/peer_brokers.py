@@ -1,0 +1,44 @@
+"""Calls to another broker's admin service: unloading or splitting a bundle
+it owns (the admin service forwards such calls; the load manager leader
+makes them). A refusal comes back as the owner's typed error."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+
+from protos import broker_pb2, broker_pb2_grpc
+from protos.errors import MagnetarServerError
+
+# How long a forwarded unload or split may take on the owner.
+UNLOAD_TIMEOUT_S = 30.0
+SPLIT_TIMEOUT_S = 60.0
+
+
+def _answer(resp: broker_pb2.JsonResponse) -> Any:
+    if resp.error.code:
+        raise MagnetarServerError.from_proto(resp.error)
+    return json.loads(resp.json)
+
+
+async def unload(
+    owner: str, namespace: str, bundle: str, timeout_s: float = UNLOAD_TIMEOUT_S
+) -> Any:
+    async with grpc.aio.insecure_channel(owner) as channel:
+        resp = await broker_pb2_grpc.BrokerAdminStub(channel).Unload(
+            broker_pb2.UnloadRequest(namespace=namespace, bundle=bundle), timeout=timeout_s
+        )
+    return _answer(resp)
+
+
+async def split(
+    owner: str, namespace: str, bundle: str, unload: bool, timeout_s: float = SPLIT_TIMEOUT_S
+) -> Any:
+    async with grpc.aio.insecure_channel(owner) as channel:
+        resp = await broker_pb2_grpc.BrokerAdminStub(channel).SplitBundle(
+            broker_pb2.SplitBundleRequest(namespace=namespace, bundle=bundle, unload=unload),
+            timeout=timeout_s,
+        )
+    return _answer(resp)

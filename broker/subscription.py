@@ -1,0 +1,282 @@
+"""A subscription of a topic: its cursor, its consumers, its dispatcher and
+who holds which unacknowledged message.
+
+Theory of operation. The first consumer sets the subscription's type (and,
+for Key_Shared, its mode); later consumers must ask for the same, except
+that once every consumer has left the next one may change it (the cursor is
+rewound, so the new type starts from the oldest unacknowledged message).
+Exclusive admits one consumer. The subscription is the only caller of its
+:class:`broker.pending_acks.PendingAcks`: an acknowledgement goes to the
+cursor and releases what consumers held; a consumer leaving or asking for
+redelivery gives its entries back, and the dispatcher delivers them again.
+Cumulative acknowledgement is refused on Shared and Key_Shared (Pulsar's
+rule: there is no order to acknowledge up to).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.consumer import Consumer, Sink
+from broker.dispatch_rules import active_consumer
+from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
+from broker.errors import BrokerError
+from broker.key_shared import (
+    AutoSplitHashRangeSelector,
+    ConsistentHashingSelector,
+    ConsumerAssignError,
+    Selector,
+    StickyRangeSelector,
+)
+from broker.key_shared_dispatcher import KeySharedDispatcher
+from broker.managed_cursor import ManagedCursor
+from broker.managed_ledger import ManagedLedger
+from broker.modes import KeySharedMode, SubscriptionType
+from broker.non_persistent_dispatcher import NonPersistentDispatcher
+from broker.pending_acks import PendingAcks
+from broker.settings import BrokerSettings
+from protos import common_pb2
+from protos.topic_name import TopicName
+
+Position = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class KeySharedPolicy:
+    mode: KeySharedMode = KeySharedMode.AUTO_SPLIT
+    allow_out_of_order: bool = False
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.mode.name}, allow_out_of_order_delivery={self.allow_out_of_order}"
+
+
+class TopicView(Protocol):
+    """What a subscription needs of its topic."""
+
+    name: TopicName
+    settings: BrokerSettings
+    persistent: bool
+
+    def count_out(self, entries: int, messages: int, size: int) -> None: ...
+
+    def subscription_idle(self, sub: Subscription) -> None: ...
+
+
+class Subscription:
+    def __init__(
+        self,
+        topic: TopicView,
+        name: str,
+        sub_type: SubscriptionType,
+        cursor: ManagedCursor,
+        ledger: ManagedLedger | None,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.sub_type = sub_type
+        self.cursor = cursor
+        self._ledger = ledger
+        self.settings = topic.settings
+        self.consumers: list[Consumer] = []
+        self.pending: PendingAcks[Consumer] = PendingAcks(
+            self.settings.max_unacked_messages_per_consumer,
+            self.settings.max_unacked_messages_per_subscription,
+        )
+        self.key_shared = key_shared or KeySharedPolicy()
+        self.batch_index_acks = (
+            topic.persistent and self.settings.acknowledgment_at_batch_index_level_enabled
+        )
+        self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
+
+    @property
+    def label(self) -> str:
+        return f"{self.topic.name}/{self.name}"
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The managed ledger of a persistent topic (its dispatchers read it)."""
+        assert self._ledger is not None, f"{self.topic.name} has no ledger"
+        return self._ledger
+
+    @property
+    def unacked(self) -> int:
+        return self.pending.total_unacked
+
+    def count_out(self, entries: int, messages: int, size: int) -> None:
+        self.topic.count_out(entries, messages, size)
+
+    def _new_dispatcher(
+        self, sub_type: SubscriptionType, key_shared: KeySharedPolicy
+    ) -> Dispatcher:
+        s = self.settings
+        entries, size = s.dispatcher_max_read_batch_size, s.dispatcher_max_read_size_bytes
+        selector: Selector | None = None
+        if sub_type == SubscriptionType.KEY_SHARED:
+            if key_shared.mode == KeySharedMode.STICKY:
+                selector = StickyRangeSelector()
+            elif s.subscription_key_shared_use_consistent_hashing:
+                selector = ConsistentHashingSelector()
+            else:
+                selector = AutoSplitHashRangeSelector()
+        if not self.topic.persistent:
+            return NonPersistentDispatcher(self, sub_type, selector)
+        if selector is not None:
+            return KeySharedDispatcher(
+                self,
+                entries,
+                size,
+                selector,
+                key_shared.allow_out_of_order,
+                s.key_shared_look_ahead_msg_in_replay_threshold_per_subscription,
+            )
+        if sub_type == SubscriptionType.SHARED:
+            return SharedDispatcher(self, entries, size)
+        return SingleActiveConsumerDispatcher(self, entries, size)
+
+    def active_consumer(self) -> Consumer | None:
+        """Exclusive and Failover: the one consumer that gets the messages
+        (:func:`broker.dispatch_rules.active_consumer`)."""
+        failover = self.sub_type == SubscriptionType.FAILOVER
+        return active_consumer(
+            [c for c in self.consumers if not c.closed],
+            self.topic.name.partition_index if failover else -1,
+            lambda c: (c.priority_level, c.name),
+        )
+
+    # ------------------------------------------------------------ consumers
+
+    def add_consumer(
+        self,
+        name: str,
+        sub_type: SubscriptionType,
+        sink: Sink,
+        priority_level: int = 0,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> Consumer:
+        key_shared = key_shared or KeySharedPolicy()
+        self._check_join(sub_type, key_shared)
+        # The first consumer sets the type (again, once every consumer has left).
+        switching = not self.consumers and (
+            sub_type != self.sub_type
+            or (sub_type == SubscriptionType.KEY_SHARED and key_shared != self.key_shared)
+        )
+        dispatcher = self._new_dispatcher(sub_type, key_shared) if switching else self.dispatcher
+        consumer = Consumer(name, sink, priority_level)
+        try:
+            dispatcher.place(consumer, list(key_shared.ranges))
+        except ConsumerAssignError as exc:
+            raise BrokerError(str(exc), common_pb2.CONSUMER_ASSIGN_ERROR) from None
+        if switching:
+            self.sub_type, self.key_shared, self.dispatcher = sub_type, key_shared, dispatcher
+            self.cursor.rewind()
+        self.consumers.append(consumer)
+        self.pending.add_consumer(consumer)
+        self.dispatcher.consumer_added(consumer)
+        return consumer
+
+    def _check_join(self, sub_type: SubscriptionType, key_shared: KeySharedPolicy) -> None:
+        """Refuse a consumer that cannot join (typed CONSUMER_BUSY and friends)."""
+        where = f"subscription {self.name!r} on {self.topic.name}"
+        if self.consumers and sub_type != self.sub_type:
+            raise BrokerError(
+                f"{where} is {self.sub_type.display} with consumers connected; "
+                f"a {sub_type.display} consumer cannot join",
+                common_pb2.CONSUMER_BUSY,
+            )
+        mine = (self.key_shared.mode, self.key_shared.allow_out_of_order)
+        if (
+            self.consumers
+            and sub_type == SubscriptionType.KEY_SHARED
+            and (key_shared.mode, key_shared.allow_out_of_order) != mine
+        ):
+            raise BrokerError(
+                f"Key_Shared {where} is {self.key_shared.describe()}; a consumer with "
+                f"{key_shared.describe()} cannot join",
+                common_pb2.CONSUMER_BUSY,
+            )
+        if sub_type == SubscriptionType.EXCLUSIVE and self.consumers:
+            raise BrokerError(
+                f"exclusive {where} already has a consumer ({self.consumers[0].name})",
+                common_pb2.CONSUMER_BUSY,
+            )
+        if len(self.consumers) >= self.settings.max_consumers_per_subscription:
+            raise BrokerError(
+                "max_consumers_per_subscription reached", common_pb2.TOO_MANY_REQUESTS
+            )
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer not in self.consumers:
+            return
+        consumer.closed = True
+        self.consumers.remove(consumer)
+        released = self.pending.remove_consumer(consumer, self.cursor.is_acked)
+        self.dispatcher.consumer_removed(consumer, released)
+        if not self.consumers:
+            self.topic.subscription_idle(self)
+
+    def grant_permits(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+        self.dispatcher.trigger()
+
+    # ------------------------------------------------------------ acknowledgements
+
+    def ack(
+        self, positions: list[Position], cumulative: bool, consumer: Consumer | None = None
+    ) -> None:
+        if not positions:
+            return
+        if cumulative and self.sub_type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED):
+            raise BrokerError(
+                "cumulative acknowledgement is not allowed on "
+                f"{self.sub_type.display} subscription {self.name!r}",
+                common_pb2.NOT_ALLOWED,
+            )
+        self.cursor.ack(positions, cumulative)
+        unblock = False
+        for holder, done in self.pending.acked(positions, cumulative, consumer):
+            self.dispatcher.acked(holder, done)
+            unblock |= self.pending.is_blocked(holder)
+        if unblock or self.pending.subscription_blocked:
+            self.dispatcher.trigger()
+
+    def ack_batch_indexes(
+        self, acks: list[tuple[Position, int, list[int]]], consumer: Consumer
+    ) -> None:
+        """Acknowledge single messages of batch entries (when the broker keeps
+        them); an entry whose every message is acknowledged is acked as a whole."""
+        if not self.batch_index_acks:
+            return
+        completed = [
+            pos for pos, size, indexes in acks if self.cursor.ack_batch_indexes(pos, size, indexes)
+        ]
+        if completed:
+            self.ack(completed, False, consumer)
+
+    # ------------------------------------------------------------ redelivery
+
+    def seek(self, mark_delete: Position) -> None:
+        """Reset the cursor; what consumers hold is forgotten (no redelivery count)."""
+        self.pending.clear()
+        self.dispatcher.reset()
+        self.cursor.reset(mark_delete)
+        self.dispatcher.trigger()
+
+    def redeliver_unacked(
+        self, consumer: Consumer, positions: list[Position] | None = None
+    ) -> None:
+        """Everything ``consumer`` holds, or only ``positions`` of it."""
+        everything = not positions or self.dispatcher.redelivers_everything
+        is_acked = self.cursor.is_acked
+        if everything:
+            released = self.pending.give_back_all(consumer, is_acked)
+        else:
+            released = self.pending.give_back(consumer, positions or [], is_acked)
+        self.dispatcher.redeliver(consumer, released, everything)
+        self.dispatcher.trigger()
+
+    def on_new_entries(self) -> None:
+        if self.consumers:
+            self.dispatcher.trigger()

@@ -1,0 +1,260 @@
+"""The topics this broker serves: loading, closing, unloading and splitting
+their bundles.
+
+Theory of operation. A topic is served here only while this broker owns its
+bundle (:class:`broker.ownership.Ownership`). The first request for a topic
+loads it: the namespace must exist, a partitioned topic is served through
+its partitions only, a persistent topic opens its managed ledger (which
+recovers and fences the previous owner's ledger), turns deduplication on if
+the namespace (else the broker) says so, and loads its cursors. Concurrent
+requests for one topic share one load. At most ``max_topics`` topics are
+served at once. Closing removes a topic from the registry first (so no new
+request finds it), then closes it: its clients reconnect through a lookup.
+A topic whose ledger another broker fenced is closed at once, and its bundle
+forgotten, until a lookup says otherwise. The registry is what the load
+manager and the admin service work with; it knows nothing of any client
+protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bookie.ledger_client import LedgerClient
+from broker.bundles import BundleRange
+from broker.entry_cache import EntryCache
+from broker.errors import BrokerError
+from broker.ledger_rules import RolloverPolicy
+from broker.managed_ledger import ManagedLedger
+from broker.namespaces import Namespaces
+from broker.non_persistent import NonPersistentTopic
+from broker.ownership import Ownership, bundle_key
+from broker.settings import BrokerSettings
+from broker.topic import Topic, TopicBase
+from metastore.client import MetastoreClient
+from protos import common_pb2
+from protos.topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+# Housekeeping looks at idle ledgers this often at most (and at least).
+HOUSEKEEPING_MAX_S = 60.0
+HOUSEKEEPING_MIN_S = 0.5
+
+
+def rollover_policy(s: BrokerSettings) -> RolloverPolicy:
+    return RolloverPolicy(
+        max_entries=s.managed_ledger_max_entries_per_ledger,
+        max_size_bytes=s.managed_ledger_max_size_per_ledger_mb * 1024 * 1024,
+        min_time_s=s.managed_ledger_min_ledger_rollover_time_minutes * 60,
+        max_time_s=s.managed_ledger_max_ledger_rollover_time_minutes * 60,
+        inactive_rollover_s=s.managed_ledger_inactive_ledger_rollover_seconds,
+    )
+
+
+class TopicRegistry:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        metastore: MetastoreClient,
+        ledgers: LedgerClient,
+        namespaces: Namespaces,
+        ownership: Ownership,
+    ) -> None:
+        self.settings = settings
+        self.metastore = metastore
+        self.ledgers = ledgers
+        self.namespaces = namespaces
+        self.ownership = ownership
+        self.topics: dict[str, TopicBase] = {}
+        self._loading: dict[str, asyncio.Future] = {}
+        self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
+        self.closing = False
+        self._background: set[asyncio.Task] = set()
+
+    # ---------------------------------------------------------------- finding topics
+
+    def _check_open(self) -> None:
+        if self.closing:
+            raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
+
+    async def get_topic(self, name: TopicName) -> TopicBase:
+        """The topic, loaded here if needed (NotOwnerError if another broker owns it)."""
+        self._check_open()
+        topic = self.topics.get(name.full_name)
+        if topic is not None:
+            return topic
+        await self.ownership.ensure_owner(name)
+        loading = self._loading.get(name.full_name)
+        if loading is not None:
+            return await asyncio.shield(loading)  # type: ignore[no-any-return]
+        if len(self.topics) >= self.settings.max_topics:
+            raise BrokerError(
+                f"this broker already serves {len(self.topics)} topics "
+                f"(max_topics = {self.settings.max_topics})",
+                common_pb2.TOO_MANY_REQUESTS,
+            )
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._loading[name.full_name] = fut
+        try:
+            topic = await self._load(name)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: waiters re-raise it
+            raise
+        finally:
+            self._loading.pop(name.full_name, None)
+        self.topics[name.full_name] = topic
+        fut.set_result(topic)
+        return topic
+
+    async def existing_topic(self, name: TopicName) -> TopicBase:
+        """A topic that exists (admin calls): a non-persistent one only while
+        it is active here, a persistent one if its managed ledger exists."""
+        topic = self.topics.get(name.full_name)
+        if topic is not None:
+            return topic
+        if not name.is_persistent:
+            raise BrokerError(f"topic {name} is not active", common_pb2.TOPIC_NOT_FOUND)
+        if not await self.namespaces.managed_ledger_exists(name):
+            raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
+        return await self.get_topic(name)
+
+    def active_names(self) -> list[TopicName]:
+        return [t.name for t in self.topics.values()]
+
+    async def _load(self, name: TopicName) -> TopicBase:
+        policies = await self.namespaces.read(name.namespace_name)
+        if policies is None:
+            raise BrokerError(
+                f"{name}: namespace {name.namespace_name} does not exist",
+                common_pb2.TOPIC_NOT_FOUND,
+            )
+        await self.namespaces.check_partitioned(name)
+        if not name.is_persistent:
+            return NonPersistentTopic(name, self.settings)
+        if not self.settings.allow_auto_topic_creation and not (
+            await self.namespaces.managed_ledger_exists(name)
+        ):
+            raise BrokerError(
+                f"topic {name} does not exist and allow_auto_topic_creation is off",
+                common_pb2.TOPIC_NOT_FOUND,
+            )
+        ledger = self._managed_ledger(name)
+        await ledger.open()
+        topic = Topic(name, ledger, self.settings, self.metastore)
+        ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
+        if policies[0].deduplication(self.settings):
+            await topic.enable_dedup()
+        await topic.load_cursors()
+        return topic
+
+    def _managed_ledger(self, name: TopicName) -> ManagedLedger:
+        s = self.settings
+        return ManagedLedger(
+            name,
+            self.metastore,
+            self.ledgers,
+            ensemble_size=s.managed_ledger_default_ensemble_size,
+            write_quorum=s.managed_ledger_default_write_quorum,
+            ack_quorum=s.managed_ledger_default_ack_quorum,
+            rollover=rollover_policy(s),
+            cache=self.cache,
+            max_outstanding_adds=s.managed_ledger_max_outstanding_adds,
+        )
+
+    # ---------------------------------------------------------------- policies
+
+    async def apply_deduplication(self, namespace: str, enabled: bool) -> None:
+        """The namespace's deduplication policy changed: apply it to its loaded topics."""
+        for topic in list(self.topics.values()):
+            if topic.name.namespace_name != namespace or not isinstance(topic, Topic):
+                continue
+            if enabled and not topic.dedup.enabled:
+                await topic.enable_dedup()
+            elif not enabled:
+                topic.disable_dedup()
+
+    # ---------------------------------------------------------------- closing
+
+    async def _close(self, topics: list[TopicBase]) -> None:
+        """Stop serving these topics (no longer found, then closed)."""
+        for topic in topics:
+            if self.topics.get(topic.name.full_name) is topic:
+                del self.topics[topic.name.full_name]
+        for topic in topics:
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("closing %s", topic.name)
+
+    def topic_moved(self, topic: TopicBase, why: str) -> None:
+        """Another broker took ``topic`` (its ledger was fenced under us):
+        stop serving it and its bundle until a lookup says otherwise."""
+        if self.topics.get(topic.name.full_name) is not topic:
+            return
+        log.warning("%s: %s; closing it here", topic.name, why)
+        key = self.ownership.cached_bundle_key(topic.name)
+        if key is not None:
+            self.ownership.owned.pop(key, None)
+        task = asyncio.get_running_loop().create_task(self._close([topic]))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def unload_bundle(self, key: str) -> None:
+        """Release an owned bundle: its topics close (clients reconnect
+        through a lookup), then the bundle is free for the next lookup."""
+
+        async def close_topics() -> None:
+            await self._close(
+                [
+                    topic
+                    for topic in list(self.topics.values())
+                    if (await self.ownership.bundle_of(topic.name))[0] == key
+                ]
+            )
+
+        await self.ownership.release(key, close_topics)
+
+    async def split_bundle(self, namespace: str, bundle: BundleRange, unload: bool) -> list[str]:
+        """Split a bundle this broker owns; with ``unload`` both halves are
+        released at once so the leader can place them anywhere."""
+        halves = await self.ownership.split(namespace, bundle)
+        if unload:
+            for half in halves:
+                await self.unload_bundle(bundle_key(namespace, half))
+        return [h.name for h in halves]
+
+    async def unload_all(self) -> None:
+        """Graceful shutdown: hand every bundle back before stopping."""
+        for key in list(self.ownership.owned):
+            try:
+                await self.unload_bundle(key)
+            except Exception:
+                log.exception("unloading %s", key)
+
+    async def drop_all(self, why: str) -> None:
+        """Close every topic (clients reconnect through a lookup)."""
+        if self.topics:
+            log.warning("closing %d topics: %s", len(self.topics), why)
+        await self._close(list(self.topics.values()))
+
+    async def close_all(self) -> None:
+        self.closing = True
+        await self._close(list(self.topics.values()))
+
+    async def housekeeping_forever(self) -> None:
+        """Roll idle, fully consumed ledgers so trimming can delete them."""
+        idle = self.settings.managed_ledger_inactive_ledger_rollover_seconds
+        if idle <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(HOUSEKEEPING_MAX_S, max(HOUSEKEEPING_MIN_S, idle / 4)))
+            for topic in list(self.topics.values()):
+                if not isinstance(topic, Topic):
+                    continue
+                try:
+                    topic.ledger.idle_check()
+                except Exception:
+                    log.exception("housekeeping of %s failed", topic.name)

@@ -1,0 +1,69 @@
+"""Typed namespace policies (broker/namespaces.py): one document, Pulsar's
+field names, defaults applied where a policy is used."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from broker.bundles import NamespaceBundles
+from broker.errors import BrokerError
+from broker.namespaces import NamespacePolicies, default_policies, parse_namespace
+from broker.settings import BrokerSettings
+
+
+def test_policies_round_trip_with_pulsars_field_names():
+    policies = NamespacePolicies(
+        bundles=NamespaceBundles.equal(2).split(NamespaceBundles.equal(2).bundles[0]),
+        replication_clusters=("c1",),
+        deduplication_enabled=True,
+    )
+    doc = json.loads(policies.encode())
+    assert doc == {
+        "bundles": {
+            "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"],
+            "numBundles": 3,
+        },
+        "replication_clusters": ["c1"],
+        "deduplicationEnabled": True,
+    }
+    again = NamespacePolicies.decode(policies.encode())
+    assert again.bundles is not None and again.bundles.boundaries == policies.bundles.boundaries  # type: ignore[union-attr]
+    assert (again.replication_clusters, again.deduplication_enabled) == (("c1",), True)
+
+
+def test_unset_policies_fall_back_to_the_broker_settings_when_used():
+    settings = replace(
+        BrokerSettings(), default_number_of_namespace_bundles=8, broker_deduplication_enabled=True
+    )
+    bare = NamespacePolicies.decode(b"{}")
+    assert bare.bundles is None and bare.deduplication_enabled is None
+    assert len(bare.bundles_or_default(settings.default_number_of_namespace_bundles).bundles) == 8
+    assert bare.deduplication(settings) is True
+    assert replace(bare, deduplication_enabled=False).deduplication(settings) is False
+    assert json.loads(bare.encode()) == {"replication_clusters": []}  # unset stays unset
+
+
+def test_an_older_documents_bundle_count_reads_as_equal_bundles():
+    old = NamespacePolicies.decode(b'{"bundles": 4, "replication_clusters": ["standalone"]}')
+    assert old.bundles is not None
+    assert old.bundles.boundaries == NamespaceBundles.equal(4).boundaries
+
+
+def test_public_default_gets_the_default_number_of_bundles():
+    for count in (1, 4, 16):
+        settings = replace(BrokerSettings(), default_number_of_namespace_bundles=count)
+        policies = default_policies(settings)
+        assert policies.bundles is not None and len(policies.bundles.bundles) == count
+        stored = NamespacePolicies.decode(policies.encode())
+        assert len(stored.bundles_or_default(99).bundles) == count  # the count is stored
+        assert stored.replication_clusters == (settings.cluster_name,)
+
+
+@pytest.mark.parametrize("bad", ["public", "public/", "/default", "a/b/c", "a b/c", "a/b?"])
+def test_bad_namespace_names_are_refused(bad):
+    with pytest.raises(BrokerError, match="tenant/namespace"):
+        parse_namespace(bad)
+    assert parse_namespace("my-tenant/ns.1") == "my-tenant/ns.1"
