@@ -11,6 +11,10 @@
   the one exception: importing ``pkg.mod`` is an edge to ``pkg.mod`` only.
 * **The SDK never loads server runtime**: nothing ``client`` reaches imports
   ``prometheus_client`` or ``grpc_health``.
+* **The broker's core is protocol-independent**: only its client-protocol
+  front-ends (``FRONT_ENDS``) and the process wiring import the gRPC
+  client protocol (``protos.broker_pb2``, ``protos.broker_pb2_grpc``), so a
+  second protocol could sit beside them without the core changing.
 * **Sizes**: a module of a package is at most ``MODULE_LINES_MAX`` lines and
   a function anywhere at most ``FUNCTION_LINES_MAX`` (CONVENTIONS: one
   concept per module; TigerBeetle's short functions).
@@ -38,6 +42,15 @@ ALLOWED: dict[str, set[str]] = {
     "spark": {"client", "protos"},
 }
 SERVER_RUNTIME = ("prometheus_client", "grpc_health")
+CLIENT_PROTOCOL = ("protos.broker_pb2", "protos.broker_pb2_grpc")
+FRONT_ENDS = {
+    "broker.service",
+    "broker.producer_stream",
+    "broker.consumer_stream",
+    "broker.admin_service",
+    "broker.peer_brokers",  # calls another broker's admin service
+    "broker.server",  # the process wiring: registers the front-ends
+}
 MODULE_LINES_MAX = 600
 FUNCTION_LINES_MAX = 70
 
@@ -185,6 +198,15 @@ def sdk_findings(edges: dict[str, set[str]], external: dict[str, set[str]]) -> l
     ]
 
 
+def core_findings(edges: dict[str, set[str]]) -> list[str]:
+    return [
+        f"core: {module} imports {target} (only the front-ends speak the client protocol)"
+        for module, targets in sorted(edges.items())
+        if _package(module) == "broker" and module not in FRONT_ENDS
+        for target in sorted(targets & set(CLIENT_PROTOCOL))
+    ]
+
+
 def size_findings(files: list[Path]) -> list[str]:
     out = []
     for path in files:
@@ -213,6 +235,7 @@ def findings() -> list[str]:
         layer_findings(edges)
         + cycle_findings(edges)
         + sdk_findings(edges, external)
+        + core_findings(edges)
         + size_findings(files)
     )
 
