@@ -46,6 +46,10 @@ class Consumer:
     closed: bool = False
     meter: Meter = field(default_factory=Meter)
 
+    def grant(self, permits: int) -> None:
+        """The client can take ``permits`` more messages."""
+        self.permits += permits
+
     def deliver(self, deliveries: Deliveries, messages: int, size: int) -> None:
         """Push entries of ``messages`` messages (``size`` bytes), spending
         that many permits."""
@@ -58,3 +62,8 @@ class Consumer:
         if not self.closed:
             self.closed = True
             self.sink(None)
+
+    def detach(self) -> None:
+        """The consumer is going away (its stream ended, or it left its
+        subscription): nothing more is dispatched to it."""
+        self.closed = True

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from broker.consumer import Consumer, Deliveries
 from broker.errors import BrokerError
-from broker.modes import KeySharedMode, SubscriptionType
+from broker.modes import KeySharedMode, SubscriptionType, mode_of
 from broker.subscription import KeySharedPolicy, Subscription
 from broker.topic import TopicBase
 from broker.topics import TopicRegistry
@@ -37,12 +37,7 @@ Outbox = asyncio.Queue  # of broker_pb2.ConsumerResponse, or None: the stream en
 
 
 def key_shared_policy(meta: broker_pb2.KeySharedMeta) -> KeySharedPolicy:
-    try:
-        mode = KeySharedMode(meta.mode)
-    except ValueError:
-        raise BrokerError(
-            f"unknown Key_Shared mode {meta.mode}", common_pb2.INVALID_ARGUMENT
-        ) from None
+    mode = mode_of(KeySharedMode, meta.mode, "Key_Shared mode")
     if len(meta.range_starts) != len(meta.range_ends):
         raise BrokerError(
             f"{len(meta.range_starts)} range starts but {len(meta.range_ends)} range ends",
@@ -123,12 +118,7 @@ class ConsumerStream:
         name = TopicName.parse(req.topic)
         if not req.subscription:
             raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
-        try:
-            sub_type = SubscriptionType(req.sub_type)
-        except ValueError:
-            raise BrokerError(
-                f"unknown subscription type {req.sub_type}", common_pb2.INVALID_ARGUMENT
-            ) from None
+        sub_type = mode_of(SubscriptionType, req.sub_type, "subscription type")
         topic = await self.topics.get_topic(name)
         mark_delete = None
         if req.HasField("start_message_id"):
@@ -191,7 +181,7 @@ class _Session:
         except Exception as exc:
             log.debug("consumer stream %s ended: %s", self.consumer.name, exc)
         finally:
-            self.consumer.closed = True
+            self.consumer.detach()
             self.outbox.put_nowait(None)
 
     async def _flow(self, req: broker_pb2.ConsumerRequest) -> bool:

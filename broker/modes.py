@@ -10,6 +10,12 @@ Display names are Pulsar's, as stats and error messages show them.
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
+
+from broker.errors import BrokerError
+from protos import common_pb2
+
+E = TypeVar("E", bound=enum.IntEnum)
 
 
 class SubscriptionType(enum.IntEnum):
@@ -58,3 +64,11 @@ _ACCESS_NAMES = {
 class KeySharedMode(enum.IntEnum):
     AUTO_SPLIT = 0  # hash ranges (or consistent hashing, a broker setting)
     STICKY = 1  # the consumer brings its ranges
+
+
+def mode_of(cls: type[E], value: int, what: str) -> E:
+    """The mode a client sent as a number; INVALID_ARGUMENT for one we do not know."""
+    try:
+        return cls(value)
+    except ValueError:
+        raise BrokerError(f"unknown {what} {value}", common_pb2.INVALID_ARGUMENT) from None

@@ -24,7 +24,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from broker.managed_ledger import ManagedLedgerFencedError
-from broker.modes import ProducerAccessMode
+from broker.modes import ProducerAccessMode, mode_of
 from broker.settings import BrokerSettings
 from broker.topic import Producer, TopicBase
 from broker.topics import TopicRegistry
@@ -127,12 +127,7 @@ class ProducerStream:
 
     async def _create(self, create: broker_pb2.CreateProducer) -> tuple[TopicBase, Producer]:
         name = TopicName.parse(create.topic)
-        try:
-            mode = ProducerAccessMode(create.access_mode)
-        except ValueError:
-            raise MagnetarServerError(
-                f"unknown producer access mode {create.access_mode}", common_pb2.INVALID_ARGUMENT
-            ) from None
+        mode = mode_of(ProducerAccessMode, create.access_mode, "producer access mode")
         topic = await self.topics.get_topic(name)
         producer = await topic.add_producer(create.producer_name, self.broker_name, mode)
         return topic, producer

@@ -210,7 +210,7 @@ class Subscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer not in self.consumers:
             return
-        consumer.closed = True
+        consumer.detach()
         self.consumers.remove(consumer)
         released = self.pending.remove_consumer(consumer, self.cursor.is_acked)
         self.dispatcher.consumer_removed(consumer, released)
@@ -218,7 +218,7 @@ class Subscription:
             self.topic.subscription_idle(self)
 
     def grant_permits(self, consumer: Consumer, permits: int) -> None:
-        consumer.permits += permits
+        consumer.grant(permits)
         self.dispatcher.trigger()
 
     # ------------------------------------------------------------ acknowledgements
