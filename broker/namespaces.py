@@ -26,7 +26,7 @@ from typing import Any
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
 from broker.settings import BrokerSettings
-from metastore.client import MetastoreClient
+from metastore.client import Compare, MetastoreClient, Op
 from protos import common_pb2, metadata_paths
 from protos.errors import MagnetarServerError
 from protos.topic_name import (
@@ -157,6 +157,14 @@ class Namespaces:
             f"the policies of {namespace} kept changing; the change gave up",
             common_pb2.SERVICE_NOT_READY,
         )
+
+    def unchanged(self, namespace: str, version: int) -> Compare:
+        """A transaction's condition: the policies are still at ``version``."""
+        return Compare(metadata_paths.namespace_policies(namespace), version=version)
+
+    def write(self, namespace: str, policies: NamespacePolicies) -> Op:
+        """A transaction's write of the policies (with other records, atomically)."""
+        return Op(metadata_paths.namespace_policies(namespace), policies.encode())
 
     async def set_deduplication(self, namespace: str, enabled: bool) -> NamespacePolicies:
         return await self.update(

@@ -255,7 +255,7 @@ class Ownership:
         owned = transition(FREE, "own", self.address)
         ok, _ = await self.metastore.txn(
             [
-                Compare(metadata_paths.namespace_policies(ns), version=policy_version),
+                self.namespaces.unchanged(ns, policy_version),
                 Compare(key, version=expected_version),
             ],
             [Op(key, owned.encode(), self.session.id)],
@@ -348,16 +348,15 @@ class Ownership:
                     f"{bundle.name} is no longer a bundle of {ns}", common_pb2.NOT_ALLOWED
                 )
             after = bundles.split(bundle)
-            policy_key = metadata_paths.namespace_policies(ns)
             ok, _ = await self.metastore.txn(
                 [
-                    Compare(policy_key, version=policy_version),
+                    self.namespaces.unchanged(ns, policy_version),
                     Compare(key, version=version),
                     Compare(bundle_key(ns, low), version=-1),
                     Compare(bundle_key(ns, high), version=-1),
                 ],
                 [
-                    Op(policy_key, replace(policies, bundles=after).encode()),
+                    self.namespaces.write(ns, replace(policies, bundles=after)),
                     Op(bundle_key(ns, low), owned, self.session.id),
                     Op(bundle_key(ns, high), owned, self.session.id),
                     Op(key, transition(splitting, "done").encode()),  # tombstone
