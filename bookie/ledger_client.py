@@ -1,8 +1,9 @@
 """The ledger client library brokers use: create, write, recover, read, delete.
 
 Metadata and errors are in :mod:`bookie.ledger_metadata`, one bookie's
-channel in :mod:`bookie.bookie_connection`, and writing in
-:mod:`bookie.ledger_writer`.
+channel in :mod:`bookie.bookie_connection`, the choice of bookies in
+:mod:`bookie.ensemble_placement`, and writing in :mod:`bookie.ledger_writer`
+(which sees this client as a :class:`~bookie.client_context.ClientContext`).
 
 Recovery (open with recovery, another owner taking the ledger over): mark
 the metadata IN_RECOVERY, fence the last ensemble until every write set has
@@ -22,14 +23,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import grpc
 
+from bookie import ensemble_placement
 from bookie.bookie_connection import BookieConnection
+from bookie.client_context import LedgerClientSettings
 from bookie.ledger_metadata import (
     CLOSED,
     IN_RECOVERY,
@@ -37,7 +38,6 @@ from bookie.ledger_metadata import (
     OPEN,
     BKError,
     LedgerMetadata,
-    NotEnoughBookiesError,
     master_key,
 )
 from bookie.ledger_writer import LedgerWriter
@@ -57,20 +57,11 @@ from protos.digest import encode_record, entry_digest
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class LedgerClientSettings:
-    timeout_s: float = 30.0
-    max_connections: int = 1000
-    # A writer holds new entries back while every bookie of its ensemble has
-    # this many add requests unanswered (they then go as one larger request).
-    max_add_requests_in_flight: int = 2
-    # Adds are cut into requests of at most this many record bytes (a bigger
-    # single entry goes alone); gRPC messages are bounded at 16 MiB.
-    max_add_request_bytes: int = 4 << 20
-    rng: random.Random = field(default_factory=random.Random)
-
-
 class LedgerClient:
+    """Creates, recovers, reads and deletes ledgers; writes go through the
+    :class:`LedgerWriter` it returns, which uses it as its
+    :class:`~bookie.client_context.ClientContext`."""
+
     def __init__(self, metastore: MetastoreClient, settings: LedgerClientSettings | None = None):
         self.metastore = metastore
         self.settings = settings or LedgerClientSettings()
@@ -115,17 +106,22 @@ class LedgerClient:
                 out.append(bookie_id)
         return out
 
+    async def replace_bookies(
+        self, ensemble: list[str], indexes: Iterable[int]
+    ) -> list[str] | None:
+        """``ensemble`` with the bookies at ``indexes`` swapped for writable
+        bookies outside it; None when too few are writable."""
+        return ensemble_placement.replace_bookies(
+            ensemble, indexes, await self.writable_bookies(), self.settings.rng
+        )
+
     async def create_ledger(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b""
     ) -> LedgerWriter:
         check_quorums(ensemble_size, write_quorum, ack_quorum)
-        candidates = await self.writable_bookies()
-        if len(candidates) < ensemble_size:
-            raise NotEnoughBookiesError(
-                f"a ledger with ensemble size {ensemble_size} needs {ensemble_size} writable "
-                f"bookies; {len(candidates)} are available"
-            )
-        ensemble = self.settings.rng.sample(candidates, ensemble_size)
+        ensemble = ensemble_placement.new_ensemble(
+            await self.writable_bookies(), ensemble_size, self.settings.rng
+        )
         ledger_id = await self.metastore.increment(LEDGER_ID_COUNTER)
         md = LedgerMetadata(
             ledger_id=ledger_id,
@@ -342,20 +338,15 @@ class LedgerClient:
         ok = await send(bookies, per_bookie)
         failed = set(per_bookie) - ok
         if failed:
-            candidates = [b for b in await self.writable_bookies() if b not in bookies]
-            if len(candidates) >= len(failed):
-                ensemble = list(bookies)
-                for idx in sorted(failed):
-                    ensemble[idx] = candidates.pop(self.settings.rng.randrange(len(candidates)))
+            replaced = await self.replace_bookies(bookies, failed)
+            if replaced is not None:
+                ensemble = replaced
                 first = entries[0][0]
 
                 def change(m: LedgerMetadata) -> bool:
                     if m.state != IN_RECOVERY:
                         raise BKError(f"ledger {m.ledger_id} is {m.state}; recovery lost it")
-                    m.ensembles = [
-                        *((f, b) for f, b in m.ensembles if f < first),
-                        (first, ensemble),
-                    ]
+                    m.start_segment(first, ensemble)
                     return True
 
                 md = await self.update_metadata(md.ledger_id, change)

@@ -76,6 +76,12 @@ class LedgerMetadata:
             version=version,
         )
 
+    def start_segment(self, first: int, ensemble: list[str]) -> None:
+        """Entries from ``first`` on go to ``ensemble`` (an ensemble change):
+        segments starting at or after ``first`` give way to the new one."""
+        kept = [(f, bookies) for f, bookies in self.ensembles if f < first]
+        self.ensembles = [*kept, (first, ensemble)]
+
     def ensemble_for(self, entry_id: int) -> list[str]:
         chosen = self.ensembles[0][1]
         for first, bookies in self.ensembles:
