@@ -34,7 +34,6 @@ from bookie.client_context import LedgerClientSettings
 from bookie.ledger_metadata import (
     CLOSED,
     IN_RECOVERY,
-    LEDGER_ID_COUNTER,
     OPEN,
     BKError,
     LedgerMetadata,
@@ -53,7 +52,7 @@ from bookie.quorum import (
     replicas_to_ask,
 )
 from metastore.client import BadVersionError, MetastoreClient
-from protos import bookie_pb2, common_pb2
+from protos import bookie_pb2, common_pb2, metadata_paths
 from protos.digest import encode_record, entry_digest
 
 log = logging.getLogger(__name__)
@@ -103,14 +102,14 @@ class LedgerClient:
         for bookie_id in bookie_ids:
             if bookie_id in self._addresses:
                 continue
-            stat = await self.metastore.get(f"/bookies/available/{bookie_id}")
+            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
             if stat is not None:
                 self._addresses[bookie_id] = json.loads(stat.value)["address"]
 
     async def writable_bookies(self) -> list[str]:
         out = []
-        for bookie_id in await self.metastore.children("/bookies/available"):
-            stat = await self.metastore.get(f"/bookies/available/{bookie_id}")
+        for bookie_id in await self.metastore.children(metadata_paths.BOOKIES_AVAILABLE):
+            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
             if stat is None:
                 continue
             info = json.loads(stat.value)
@@ -135,7 +134,7 @@ class LedgerClient:
         ensemble = ensemble_placement.new_ensemble(
             await self.writable_bookies(), ensemble_size, self.settings.rng
         )
-        ledger_id = await self.metastore.increment(LEDGER_ID_COUNTER)
+        ledger_id = await self.metastore.increment(metadata_paths.LEDGER_ID_COUNTER)
         md = LedgerMetadata(
             ledger_id=ledger_id,
             ensemble_size=ensemble_size,
@@ -146,12 +145,12 @@ class LedgerClient:
             ctime_ms=int(time.time() * 1000),
         )
         md.version = await self.metastore.put(
-            f"/ledgers/{ledger_id}", md.to_json(), expected_version=-1
+            metadata_paths.ledger(ledger_id), md.to_json(), expected_version=-1
         )
         return LedgerWriter(self, md)
 
     async def metadata(self, ledger_id: int) -> LedgerMetadata:
-        stat = await self.metastore.get(f"/ledgers/{ledger_id}")
+        stat = await self.metastore.get(metadata_paths.ledger(ledger_id))
         if stat is None:
             raise BKError(f"ledger {ledger_id} does not exist", common_pb2.NO_SUCH_LEDGER)
         return LedgerMetadata.from_json(ledger_id, stat.value, stat.version)
@@ -166,7 +165,7 @@ class LedgerClient:
                 return md
             try:
                 md.version = await self.metastore.put(
-                    f"/ledgers/{ledger_id}", md.to_json(), expected_version=md.version
+                    metadata_paths.ledger(ledger_id), md.to_json(), expected_version=md.version
                 )
                 return md
             except BadVersionError:
@@ -501,7 +500,7 @@ class LedgerClient:
                 log.warning(
                     "ledger %d: could not delete its entries on %s: %s", ledger_id, bookie_id, exc
                 )
-        await self.metastore.delete(f"/ledgers/{ledger_id}")
+        await self.metastore.delete(metadata_paths.ledger(ledger_id))
 
 
 def add_requests(

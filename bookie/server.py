@@ -26,7 +26,7 @@ from bookie.entry_runs import check_records
 from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning, Write
 from metastore.client import MetastoreClient, MetastoreError, Session
-from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
+from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, metadata_paths, serving
 from protos.add_request import AddRequestView, decode_add_request
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
@@ -422,7 +422,7 @@ async def check_cookie(metastore: MetastoreClient, data_dir: Path, bookie_id: st
     disk: it would answer "no such entry" for entries it acknowledged, which
     recovery could take for proof that they never existed. Refuse to start.
     """
-    key = f"/bookies/cookies/{bookie_id}"
+    key = metadata_paths.bookie_cookie(bookie_id)
     local = json.loads((data_dir / "cookie.json").read_text())
     stat = await metastore.get(key)
     if stat is None:
@@ -449,7 +449,7 @@ async def register_forever(
     """Keep ``/bookies/available/{id}`` registered on a live session; put it
     again (same session) whenever ``changed`` is set."""
     changed = changed or asyncio.Event()
-    key = f"/bookies/available/{bookie_id}"
+    key = metadata_paths.bookie_available(bookie_id)
     session: Session | None = None
     while not stop.is_set():
         lost = asyncio.Event()
@@ -540,7 +540,7 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     # Serving once registered: brokers can only find a registered bookie.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not stop.is_set():
-        if await metastore.get(f"/bookies/available/{bookie_id}") is not None:
+        if await metastore.get(metadata_paths.bookie_available(bookie_id)) is not None:
             break
         await asyncio.sleep(0.05)
     serving.set_serving(health, True)
