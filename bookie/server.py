@@ -23,8 +23,9 @@ import grpc
 from prometheus_client import Counter, Gauge, Histogram
 
 from bookie.entry_runs import check_records
+from bookie.group_commit import GroupCommitter
 from bookie.settings import BookieSettings
-from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning, Write
+from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
 from metastore.client import MetastoreClient, MetastoreError, Session
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, metadata_paths, serving
 from protos.add_request import AddRequestView, decode_add_request
