@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health as grpc_health
 from prometheus_client import Counter, Gauge, Histogram
 
 from bookie.entry_runs import check_records
@@ -479,10 +480,32 @@ async def register_forever(
         await session.close()
 
 
-async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
-    serving.setup_logging("bookie", settings.log_level)
-    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
-        log.warning("mallopt is not available; the C library's malloc defaults stay")
+async def watch_disk(service: BookieService, info: dict, changed: asyncio.Event) -> None:
+    """Check disk usage every ``disk_check_interval_ms``; when the bookie
+    turns read-only or writable again, update ``info`` and set ``changed``
+    (register_forever then puts the registration again)."""
+    while True:
+        await asyncio.sleep(service.settings.disk_check_interval_ms / 1000)
+        if service.check_disk():
+            info["read_only"] = service.read_only
+            changed.set()
+
+
+async def wait_registered(
+    metastore: MetastoreClient, bookie_id: str, stop: asyncio.Event, timeout_s: float = 60
+) -> None:
+    """Until the bookie's registration shows in the metastore (brokers can
+    only find a registered bookie), ``stop`` is set, or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not stop.is_set():
+        if await metastore.get(metadata_paths.bookie_available(bookie_id)) is not None:
+            return
+        await asyncio.sleep(0.05)
+
+
+def open_service(settings: BookieSettings) -> BookieService:
+    """The bookie's entry store and service over its data dir (whose cookie
+    says which bookie it is)."""
     data_dir = Path(settings.data_dir)
     bookie_id = load_cookie(data_dir, settings.bookie_id)
     store = EntryStore(
@@ -491,10 +514,18 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
         max_cached_ledger_states=settings.max_cached_ledger_states,
         tuning=StoreTuning.from_settings(settings),
     )
-    server = grpc.aio.server(options=serving.grpc_options())
     service = BookieService(store, settings)
     service.bookie_id = bookie_id
     service.check_disk()
+    return service
+
+
+async def start_grpc(
+    settings: BookieSettings, service: BookieService
+) -> tuple[grpc.aio.Server, grpc_health.HealthServicer, int, int]:
+    """The started gRPC server (health NOT_SERVING), its health servicer,
+    gRPC port and metrics port."""
+    server = grpc.aio.server(options=serving.grpc_options())
     # Add requests are read without copying their entries (protos/add_request.py).
     serving.add_servicer(
         server,
@@ -508,6 +539,16 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
     await server.start()
     serving.tune_gc()
+    return server, health, port, metrics_port
+
+
+async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
+    serving.setup_logging("bookie", settings.log_level)
+    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
+        log.warning("mallopt is not available; the C library's malloc defaults stay")
+    service = open_service(settings)
+    store, bookie_id, data_dir = service.store, service.bookie_id, Path(settings.data_dir)
+    server, health, port, metrics_port = await start_grpc(settings, service)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{settings.host}:{port}"
@@ -529,21 +570,8 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     registration = asyncio.create_task(
         register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop, changed)
     )
-
-    async def watch_disk() -> None:
-        while True:
-            await asyncio.sleep(settings.disk_check_interval_ms / 1000)
-            if service.check_disk():
-                info["read_only"] = service.read_only
-                changed.set()
-
-    disk_watch = asyncio.create_task(watch_disk())
-    # Serving once registered: brokers can only find a registered bookie.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not stop.is_set():
-        if await metastore.get(metadata_paths.bookie_available(bookie_id)) is not None:
-            break
-        await asyncio.sleep(0.05)
+    disk_watch = asyncio.create_task(watch_disk(service, info, changed))
+    await wait_registered(metastore, bookie_id, stop)
     serving.set_serving(health, True)
     serving.write_ready_file(
         ready_file, {"grpc": address, "metrics": metrics_port, "bookie_id": bookie_id}
