@@ -33,7 +33,7 @@ protos: $(VENV)/.installed
 	$(PYTHON) -m protos.generate
 
 docs: $(VENV)/.installed
-	$(PYTHON) -m protos.settings > docs/configuration.md
+	$(PYTHON) -m broker.settings_doc > docs/configuration.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -110,6 +110,9 @@ def _check_ascending(
 
 
 def _check_any(ledger_id: int, data: bytes | memoryview, max_run_bytes: int) -> CheckedRecords:
+    """Any well-formed records, in any order; :class:`RecordError` naming
+    the first bad one (:func:`_bad_record` says what is wrong with it: the
+    loop only tests, so it stays one branch per record)."""
     view = memoryview(data)
     unpack, crc, pack = RECORD_HEADER.unpack_from, crc32c.crc32c, DIGEST_HEADER.pack
     off, end, n, max_lac = 0, len(data), 0, -1
@@ -121,16 +124,12 @@ def _check_any(ledger_id: int, data: bytes | memoryview, max_run_bytes: int) -> 
             raise RecordError(f"{end - off} trailing bytes are not a whole record header")
         entry_id, size, digest, lac = unpack(data, off)
         stop = off + _HEAD + size
-        if stop > end:
-            raise RecordError(
-                f"entry {entry_id} claims {size} payload bytes; {end - off - _HEAD} remain"
-            )
-        if entry_id < 0:
-            raise RecordError(f"entry id {entry_id} < 0")
-        if crc(view[off + _HEAD : stop], crc(pack(ledger_id, entry_id, lac))) != digest:
-            raise RecordError(
-                f"digest mismatch on ledger {ledger_id} entry {entry_id}", digest=True
-            )
+        if (
+            stop > end
+            or entry_id < 0
+            or crc(view[off + _HEAD : stop], crc(pack(ledger_id, entry_id, lac))) != digest
+        ):
+            raise _bad_record(ledger_id, entry_id, size, end - off - _HEAD)
         if n == 0:
             first = entry_id
         elif entry_id <= prev:
@@ -148,6 +147,17 @@ def _check_any(ledger_id: int, data: bytes | memoryview, max_run_bytes: int) -> 
     if run_start < end:
         runs.append((end, entry_id))
     return CheckedRecords(ledger_id, data, n, max_lac, first, highest, ascending, tuple(runs))
+
+
+def _bad_record(ledger_id: int, entry_id: int, size: int, remaining: int) -> RecordError:
+    """What is wrong with a record that failed :func:`_check_any`'s test, in
+    the order it tests: a payload past the end, a negative id, else its
+    digest (``remaining``: the bytes after its header)."""
+    if size > remaining:
+        return RecordError(f"entry {entry_id} claims {size} payload bytes; {remaining} remain")
+    if entry_id < 0:
+        return RecordError(f"entry id {entry_id} < 0")
+    return RecordError(f"digest mismatch on ledger {ledger_id} entry {entry_id}", digest=True)
 
 
 def record_values(data: bytes | memoryview) -> Iterator[tuple[int, bytes | memoryview]]:

@@ -1,8 +1,9 @@
 """The ledger client library brokers use: create, write, recover, read, delete.
 
 Metadata and errors are in :mod:`bookie.ledger_metadata`, one bookie's
-channel in :mod:`bookie.bookie_connection`, and writing in
-:mod:`bookie.ledger_writer`.
+channel in :mod:`bookie.bookie_connection`, the choice of bookies in
+:mod:`bookie.ensemble_placement`, and writing in :mod:`bookie.ledger_writer`
+(which sees this client as a :class:`~bookie.client_context.ClientContext`).
 
 Recovery (open with recovery, another owner taking the ledger over): mark
 the metadata IN_RECOVERY, fence the last ensemble until every write set has
@@ -22,55 +23,57 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import grpc
 
+from bookie import ensemble_placement
 from bookie.bookie_connection import BookieConnection
+from bookie.client_context import LedgerClientSettings
 from bookie.ledger_metadata import (
     CLOSED,
     IN_RECOVERY,
-    LEDGER_ID_COUNTER,
     OPEN,
     BKError,
     LedgerMetadata,
-    NotEnoughBookiesError,
     master_key,
 )
 from bookie.ledger_writer import LedgerWriter
 from bookie.quorum import (
-    FOUND,
+    MISSING,
     UNKNOWN,
     check_quorums,
+    entries_by_index,
     fence_covers_all_write_sets,
     fence_quorum,
-    recovery_read_outcome,
-    write_set,
+    first_unconfirmed,
+    recovery_scan,
+    replicas_to_ask,
 )
 from metastore.client import BadVersionError, MetastoreClient
-from protos import bookie_pb2, common_pb2
+from protos import bookie_pb2, common_pb2, metadata_paths
 from protos.digest import encode_record, entry_digest
 
 log = logging.getLogger(__name__)
 
+# Entries recovery reads past the LAC per round (from every bookie of each write set).
+_RECOVERY_READ_ENTRIES = 100
+# Entry ids per ReadEntries call: payloads when reading, sizes when measuring a ledger.
+_READ_REQUEST_ENTRIES = 1000
+_SIZE_REQUEST_ENTRIES = 10000
 
-@dataclass
-class LedgerClientSettings:
-    timeout_s: float = 30.0
-    max_connections: int = 1000
-    # A writer holds new entries back while every bookie of its ensemble has
-    # this many add requests unanswered (they then go as one larger request).
-    max_add_requests_in_flight: int = 2
-    # Adds are cut into requests of at most this many record bytes (a bigger
-    # single entry goes alone); gRPC messages are bounded at 16 MiB.
-    max_add_request_bytes: int = 4 << 20
-    rng: random.Random = field(default_factory=random.Random)
+# A bookie's answer to ReadEntries (rows, ids it lacks), or the error met instead.
+_ReadAnswer = tuple[list[tuple[int, int, int, bytes]], list[int]] | Exception
+# A recovered entry: (entry id, lac, digest, payload).
+_Recovered = tuple[int, int, int, bytes]
 
 
 class LedgerClient:
+    """Creates, recovers, reads and deletes ledgers; writes go through the
+    :class:`LedgerWriter` it returns, which uses it as its
+    :class:`~bookie.client_context.ClientContext`."""
+
     def __init__(self, metastore: MetastoreClient, settings: LedgerClientSettings | None = None):
         self.metastore = metastore
         self.settings = settings or LedgerClientSettings()
@@ -99,14 +102,14 @@ class LedgerClient:
         for bookie_id in bookie_ids:
             if bookie_id in self._addresses:
                 continue
-            stat = await self.metastore.get(f"/bookies/available/{bookie_id}")
+            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
             if stat is not None:
                 self._addresses[bookie_id] = json.loads(stat.value)["address"]
 
     async def writable_bookies(self) -> list[str]:
         out = []
-        for bookie_id in await self.metastore.children("/bookies/available"):
-            stat = await self.metastore.get(f"/bookies/available/{bookie_id}")
+        for bookie_id in await self.metastore.children(metadata_paths.BOOKIES_AVAILABLE):
+            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
             if stat is None:
                 continue
             info = json.loads(stat.value)
@@ -115,18 +118,23 @@ class LedgerClient:
                 out.append(bookie_id)
         return out
 
+    async def replace_bookies(
+        self, ensemble: list[str], indexes: Iterable[int]
+    ) -> list[str] | None:
+        """``ensemble`` with the bookies at ``indexes`` swapped for writable
+        bookies outside it; None when too few are writable."""
+        return ensemble_placement.replace_bookies(
+            ensemble, indexes, await self.writable_bookies(), self.settings.rng
+        )
+
     async def create_ledger(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b""
     ) -> LedgerWriter:
         check_quorums(ensemble_size, write_quorum, ack_quorum)
-        candidates = await self.writable_bookies()
-        if len(candidates) < ensemble_size:
-            raise NotEnoughBookiesError(
-                f"a ledger with ensemble size {ensemble_size} needs {ensemble_size} writable "
-                f"bookies; {len(candidates)} are available"
-            )
-        ensemble = self.settings.rng.sample(candidates, ensemble_size)
-        ledger_id = await self.metastore.increment(LEDGER_ID_COUNTER)
+        ensemble = ensemble_placement.new_ensemble(
+            await self.writable_bookies(), ensemble_size, self.settings.rng
+        )
+        ledger_id = await self.metastore.increment(metadata_paths.LEDGER_ID_COUNTER)
         md = LedgerMetadata(
             ledger_id=ledger_id,
             ensemble_size=ensemble_size,
@@ -137,12 +145,12 @@ class LedgerClient:
             ctime_ms=int(time.time() * 1000),
         )
         md.version = await self.metastore.put(
-            f"/ledgers/{ledger_id}", md.to_json(), expected_version=-1
+            metadata_paths.ledger(ledger_id), md.to_json(), expected_version=-1
         )
         return LedgerWriter(self, md)
 
     async def metadata(self, ledger_id: int) -> LedgerMetadata:
-        stat = await self.metastore.get(f"/ledgers/{ledger_id}")
+        stat = await self.metastore.get(metadata_paths.ledger(ledger_id))
         if stat is None:
             raise BKError(f"ledger {ledger_id} does not exist", common_pb2.NO_SUCH_LEDGER)
         return LedgerMetadata.from_json(ledger_id, stat.value, stat.version)
@@ -157,7 +165,7 @@ class LedgerClient:
                 return md
             try:
                 md.version = await self.metastore.put(
-                    f"/ledgers/{ledger_id}", md.to_json(), expected_version=md.version
+                    metadata_paths.ledger(ledger_id), md.to_json(), expected_version=md.version
                 )
                 return md
             except BadVersionError:
@@ -180,67 +188,27 @@ class LedgerClient:
 
         await self.update_metadata(ledger_id, change)
 
+    async def _read_entries(self, ledger_id: int, bookie_id: str, ids: list[int]) -> _ReadAnswer:
+        try:
+            return await self.connection(bookie_id).read_entries(ledger_id, ids)
+        except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
+            return exc
+
+    # ------------------------------------------------------------ recovery
+
     async def open_with_recovery(self, ledger_id: int) -> LedgerMetadata:
         """Fence the ledger, recover its tail, and close it (see the module doc)."""
         md = await self.metadata(ledger_id)
         if md.state == CLOSED:
             return md
-
-        def to_recovery(m: LedgerMetadata) -> bool:
-            if m.state != OPEN:
-                return False
-            m.state = IN_RECOVERY
-            return True
-
-        md = await self.update_metadata(ledger_id, to_recovery)
+        md = await self.update_metadata(ledger_id, _to_recovery)
         if md.state == CLOSED:
             return md
         seg_first, bookies = md.ensembles[-1]
         await self._resolve(bookies)
         key = master_key(md.password)
-
-        async def fence(bookie_id: str) -> bookie_pb2.ReadLacResponse | None:
-            try:
-                return await self.connection(bookie_id).read_lac(ledger_id, True, key)
-            except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
-                log.warning("ledger %d: fencing %s failed: %s", ledger_id, bookie_id, exc)
-                return None
-
-        answers = await asyncio.gather(*(fence(b) for b in bookies))
-        fenced = {i for i, a in enumerate(answers) if a is not None}
-        if not fence_covers_all_write_sets(
-            md.ensemble_size, md.write_quorum, md.ack_quorum, fenced
-        ):
-            raise BKError(
-                f"ledger {ledger_id}: only bookies {sorted(fenced)} of {bookies} could be "
-                f"fenced; every write set needs {fence_quorum(md.write_quorum, md.ack_quorum)}. "
-                "Retry when more bookies are up.",
-                common_pb2.SERVICE_NOT_READY,
-            )
-        lac = max(a.lac for a in answers if a is not None)
-        entry_id = max(lac + 1, seg_first)
-        recovered: list[tuple[int, int, int, bytes]] = []
-        batch = 100
-        done = False
-        while not done:
-            ids = list(range(entry_id, entry_id + batch))
-            found, negatives = await self._probe(md, bookies, ids)
-            for e in ids:
-                outcome = recovery_read_outcome(
-                    md.write_quorum, md.ack_quorum, 1 if e in found else 0, negatives.get(e, 0)
-                )
-                if outcome == FOUND:
-                    recovered.append((e, *found[e]))
-                    continue
-                if outcome == UNKNOWN:
-                    raise BKError(
-                        f"ledger {ledger_id}: cannot tell whether entry {e} exists (too few "
-                        "bookies of its write set answered); retry recovery later",
-                        common_pb2.SERVICE_NOT_READY,
-                    )
-                done = True
-                break
-            entry_id += batch
+        lac = await self._fence(md, bookies, key)
+        recovered = await self._read_tail(md, bookies, max(lac + 1, seg_first))
         last = recovered[-1][0] if recovered else entry_id_before(lac, seg_first)
         if recovered:
             md = await self._write_back(md, bookies, key, recovered)
@@ -262,31 +230,68 @@ class LedgerClient:
         )
         return closed
 
+    async def _fence(self, md: LedgerMetadata, bookies: list[str], key: bytes) -> int:
+        """Fence the ledger on the bookies of its last ensemble; the highest
+        LAC they report. A retryable BKError unless every write set has
+        Qw - Qa + 1 fenced bookies."""
+        answers = await asyncio.gather(*(self._fence_one(md.ledger_id, b, key) for b in bookies))
+        fenced = {i for i, a in enumerate(answers) if a is not None}
+        if not fence_covers_all_write_sets(
+            md.ensemble_size, md.write_quorum, md.ack_quorum, fenced
+        ):
+            raise BKError(
+                f"ledger {md.ledger_id}: only bookies {sorted(fenced)} of {bookies} could be "
+                f"fenced; every write set needs {fence_quorum(md.write_quorum, md.ack_quorum)}. "
+                "Retry when more bookies are up.",
+                common_pb2.SERVICE_NOT_READY,
+            )
+        return max(a.lac for a in answers if a is not None)
+
+    async def _fence_one(
+        self, ledger_id: int, bookie_id: str, key: bytes
+    ) -> bookie_pb2.ReadLacResponse | None:
+        try:
+            return await self.connection(bookie_id).read_lac(ledger_id, True, key)
+        except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
+            log.warning("ledger %d: fencing %s failed: %s", ledger_id, bookie_id, exc)
+            return None
+
+    async def _read_tail(
+        self, md: LedgerMetadata, bookies: list[str], first: int
+    ) -> list[_Recovered]:
+        """The entries from ``first`` on that some bookie holds, up to the
+        first one that Qw - Qa + 1 bookies of its write set explicitly lack."""
+        recovered: list[_Recovered] = []
+        while True:
+            ids = list(range(first, first + _RECOVERY_READ_ENTRIES))
+            found, negatives = await self._probe(md, bookies, ids)
+            kept, outcome = recovery_scan(ids, found, negatives, md.write_quorum, md.ack_quorum)
+            recovered += [(e, *found[e]) for e in ids[:kept]]
+            if outcome == UNKNOWN:
+                raise BKError(
+                    f"ledger {md.ledger_id}: cannot tell whether entry {ids[kept]} exists (too "
+                    "few bookies of its write set answered); retry recovery later",
+                    common_pb2.SERVICE_NOT_READY,
+                )
+            if outcome == MISSING:
+                return recovered
+            first += _RECOVERY_READ_ENTRIES
+
     async def _probe(
         self, md: LedgerMetadata, bookies: list[str], ids: list[int]
     ) -> tuple[dict[int, tuple[int, int, bytes]], dict[int, int]]:
         """Ask every bookie of the ensemble for the ids of its write sets: the
         entries found with a good digest, and explicit negatives per entry."""
-        wanted: dict[int, list[int]] = {}
-        for e in ids:
-            for idx in write_set(e, md.ensemble_size, md.write_quorum):
-                wanted.setdefault(idx, []).append(e)
-
-        async def ask(idx: int) -> tuple[int, list[tuple[int, int, int, bytes]], list[int]] | None:
-            try:
-                rows, missing = await self.connection(bookies[idx]).read_entries(
-                    md.ledger_id, wanted[idx]
-                )
-            except (BKError, grpc.aio.AioRpcError, KeyError):
-                return None
-            return idx, rows, missing
-
+        wanted = entries_by_index(ids, md.ensemble_size, md.write_quorum)
+        answers = await asyncio.gather(
+            *(self._read_entries(md.ledger_id, bookies[i], wanted[i]) for i in wanted)
+        )
         found: dict[int, tuple[int, int, bytes]] = {}
         negatives: dict[int, int] = {}
-        for got in await asyncio.gather(*(ask(i) for i in wanted)):
-            if got is None:
+        for answer in answers:
+            if isinstance(answer, Exception):
                 continue
-            _, rows, missing = got
+            rows, missing = answer
             for eid, lac, digest, payload in rows:
                 if entry_digest(md.ledger_id, eid, lac, payload) == digest:
                     found.setdefault(eid, (lac, digest, payload))
@@ -295,11 +300,7 @@ class LedgerClient:
         return found, negatives
 
     async def _write_back(
-        self,
-        md: LedgerMetadata,
-        bookies: list[str],
-        key: bytes,
-        entries: list[tuple[int, int, int, bytes]],
+        self, md: LedgerMetadata, bookies: list[str], key: bytes, entries: list[_Recovered]
     ) -> LedgerMetadata:
         """Recovery adds of ``entries`` to their whole write sets, Qa acks each.
 
@@ -309,73 +310,77 @@ class LedgerClient:
         ledger unrecoverable until that bookie returns.
         """
         e_size, qw = md.ensemble_size, md.write_quorum
-
         records = [
             (eid, encode_record(eid, lac, digest, payload)) for eid, lac, digest, payload in entries
         ]
-
-        def requests(only: set[int] | None) -> dict[int, bookie_pb2.AddRequest]:
-            return add_requests(
-                md.ledger_id,
-                key,
-                records,
-                e_size,
-                qw,
-                lambda idx: only is None or idx in only,
-                recovery=True,
-            )
-
-        async def add(ensemble: list[str], idx: int, req: bookie_pb2.AddRequest) -> int | None:
-            try:
-                resp = await asyncio.wait_for(
-                    self.connection(ensemble[idx]).send_add(req), self.settings.timeout_s
-                )
-            except (BKError, grpc.aio.AioRpcError, KeyError, TimeoutError):
-                return None
-            return idx if resp.error.code == common_pb2.OK else None
-
-        async def send(ensemble: list[str], per_bookie: dict) -> set[int]:  # type: ignore[type-arg]
-            got = await asyncio.gather(*(add(ensemble, i, r) for i, r in per_bookie.items()))
-            return {i for i in got if i is not None}
-
-        per_bookie = requests(None)
-        ok = await send(bookies, per_bookie)
-        failed = set(per_bookie) - ok
+        per_bookie = add_requests(
+            md.ledger_id, key, records, e_size, qw, lambda idx: True, recovery=True
+        )
+        acked = await self._recovery_adds(bookies, per_bookie)
+        failed = set(per_bookie) - acked
         if failed:
-            candidates = [b for b in await self.writable_bookies() if b not in bookies]
-            if len(candidates) >= len(failed):
-                ensemble = list(bookies)
-                for idx in sorted(failed):
-                    ensemble[idx] = candidates.pop(self.settings.rng.randrange(len(candidates)))
-                first = entries[0][0]
-
-                def change(m: LedgerMetadata) -> bool:
-                    if m.state != IN_RECOVERY:
-                        raise BKError(f"ledger {m.ledger_id} is {m.state}; recovery lost it")
-                    m.ensembles = [
-                        *((f, b) for f, b in m.ensembles if f < first),
-                        (first, ensemble),
-                    ]
-                    return True
-
-                md = await self.update_metadata(md.ledger_id, change)
-                await self._resolve(ensemble)
-                log.info(
-                    "ledger %d: recovery replaced %s by %s from entry %d",
-                    md.ledger_id,
-                    [bookies[i] for i in sorted(failed)],
-                    [ensemble[i] for i in sorted(failed)],
-                    first,
+            ensemble = await self.replace_bookies(bookies, failed)
+            if ensemble is not None:
+                md = await self._recovery_segment(md, entries[0][0], bookies, ensemble, failed)
+                resend = add_requests(
+                    md.ledger_id, key, records, e_size, qw, failed.__contains__, recovery=True
                 )
-                ok |= await send(ensemble, requests(failed))
-        for eid, *_ in entries:
-            acks = sum(1 for i in write_set(eid, e_size, qw) if i in ok)
-            if acks < md.ack_quorum:
-                raise BKError(
-                    f"ledger {md.ledger_id}: writing back entry {eid} reached {acks} of "
-                    f"{md.ack_quorum} bookies; retry recovery later",
-                    common_pb2.SERVICE_NOT_READY,
-                )
+                acked |= await self._recovery_adds(ensemble, resend)
+        short = first_unconfirmed((e for e, *_ in entries), acked, e_size, qw, md.ack_quorum)
+        if short is not None:
+            raise BKError(
+                f"ledger {md.ledger_id}: writing back entry {short[0]} reached {short[1]} of "
+                f"{md.ack_quorum} bookies; retry recovery later",
+                common_pb2.SERVICE_NOT_READY,
+            )
+        return md
+
+    async def _recovery_adds(
+        self, ensemble: list[str], per_bookie: dict[int, bookie_pb2.AddRequest]
+    ) -> set[int]:
+        """Send each ensemble index its request; the indexes that stored theirs."""
+        got = await asyncio.gather(
+            *(self._recovery_add(ensemble, i, req) for i, req in per_bookie.items())
+        )
+        return {i for i in got if i is not None}
+
+    async def _recovery_add(
+        self, ensemble: list[str], idx: int, req: bookie_pb2.AddRequest
+    ) -> int | None:
+        try:
+            resp = await asyncio.wait_for(
+                self.connection(ensemble[idx]).send_add(req), self.settings.timeout_s
+            )
+        except (BKError, grpc.aio.AioRpcError, KeyError, TimeoutError):
+            return None
+        return idx if resp.error.code == common_pb2.OK else None
+
+    async def _recovery_segment(
+        self,
+        md: LedgerMetadata,
+        first: int,
+        bookies: list[str],
+        ensemble: list[str],
+        failed: set[int],
+    ) -> LedgerMetadata:
+        """Write the replacement ``ensemble`` from entry ``first`` on into the
+        metadata, while the ledger is still IN_RECOVERY."""
+
+        def change(m: LedgerMetadata) -> bool:
+            if m.state != IN_RECOVERY:
+                raise BKError(f"ledger {m.ledger_id} is {m.state}; recovery lost it")
+            m.start_segment(first, ensemble)
+            return True
+
+        md = await self.update_metadata(md.ledger_id, change)
+        await self._resolve(ensemble)
+        log.info(
+            "ledger %d: recovery replaced %s by %s from entry %d",
+            md.ledger_id,
+            [bookies[i] for i in sorted(failed)],
+            [ensemble[i] for i in sorted(failed)],
+            first,
+        )
         return md
 
     async def _length(self, md: LedgerMetadata, last: int) -> int:
@@ -384,23 +389,15 @@ class LedgerClient:
         sizes: dict[int, int] = {}
         for lo, hi, bookies in self._segments(md, 0, last):
             await self._resolve(bookies)
-            wanted: dict[int, list[int]] = {}
-            for e in range(lo, hi + 1):
-                for idx in write_set(e, md.ensemble_size, md.write_quorum):
-                    wanted.setdefault(idx, []).append(e)
-
-            async def ask(bookie_id: str, ids: list[int]) -> dict[int, int]:
-                try:
-                    return await self.connection(bookie_id).entry_sizes(md.ledger_id, ids)
-                except (BKError, grpc.aio.AioRpcError, KeyError):
-                    return {}
-
+            wanted = entries_by_index(range(lo, hi + 1), md.ensemble_size, md.write_quorum)
             calls = [
-                (bookies[idx], ids[i : i + 10000])
+                (bookies[idx], ids[i : i + _SIZE_REQUEST_ENTRIES])
                 for idx, ids in wanted.items()
-                for i in range(0, len(ids), 10000)
+                for i in range(0, len(ids), _SIZE_REQUEST_ENTRIES)
             ]
-            for got in await asyncio.gather(*(ask(b, ids) for b, ids in calls)):
+            for got in await asyncio.gather(
+                *(self._entry_sizes(md.ledger_id, b, ids) for b, ids in calls)
+            ):
                 sizes.update(got)
         if len(sizes) < last + 1:
             log.warning(
@@ -410,6 +407,12 @@ class LedgerClient:
                 last + 1,
             )
         return sum(sizes.values())
+
+    async def _entry_sizes(self, ledger_id: int, bookie_id: str, ids: list[int]) -> dict[int, int]:
+        try:
+            return await self.connection(bookie_id).entry_sizes(ledger_id, ids)
+        except (BKError, grpc.aio.AioRpcError, KeyError):
+            return {}
 
     def _segments(
         self, md: LedgerMetadata, first: int, last: int
@@ -423,6 +426,8 @@ class LedgerClient:
                 out.append((lo, hi, bookies))
         return out
 
+    # ------------------------------------------------------------ reads
+
     async def read(self, md: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
         """Entries [first, last] with their digests checked, failing over between
         the replicas of each entry on errors, missing entries and bad digests."""
@@ -431,65 +436,53 @@ class LedgerClient:
         out: dict[int, bytes] = {}
         for lo, hi, bookies in self._segments(md, first, last):
             await self._resolve(bookies)
-            attempt = dict.fromkeys(range(lo, hi + 1), 0)
+            attempts = dict.fromkeys(range(lo, hi + 1), 0)
             problems: dict[int, list[str]] = {}
-            while attempt:
-                by_bookie: dict[int, list[int]] = {}
-                for e, k in attempt.items():
-                    ws = write_set(e, md.ensemble_size, md.write_quorum)
-                    if k >= len(ws):
-                        raise BKError(
-                            f"cannot read ledger {md.ledger_id} entry {e} from any replica: "
-                            + "; ".join(problems.get(e, [])),
-                            common_pb2.NO_SUCH_ENTRY,
-                        )
-                    by_bookie.setdefault(ws[k], []).append(e)
-                retry: dict[int, int] = {}
-
-                async def ask(idx: int, ids: list[int], bookies: list[str] = bookies):  # type: ignore[no-untyped-def]
-                    bookie_id = bookies[idx]
-                    try:
-                        return bookie_id, await self.connection(bookie_id).read_entries(
-                            md.ledger_id, ids
-                        )
-                    except (BKError, grpc.aio.AioRpcError, KeyError) as exc:
-                        return bookie_id, exc
-
-                calls = [
-                    (idx, ids[i : i + 1000])
-                    for idx, ids in by_bookie.items()
-                    for i in range(0, len(ids), 1000)
-                ]
-                results = await asyncio.gather(*(ask(idx, ids) for idx, ids in calls))
-                for (_, ids), (bookie_id, res) in zip(calls, results, strict=True):
-                    if isinstance(res, BaseException):
-                        for e in ids:
-                            problems.setdefault(e, []).append(f"{bookie_id}: {res}")
-                            retry[e] = attempt[e] + 1
-                        continue
-                    rows, _missing = res
-                    good = set()
-                    for eid, lac, digest, payload in rows:
-                        if (
-                            eid in attempt
-                            and entry_digest(md.ledger_id, eid, lac, payload) == digest
-                        ):
-                            out[eid] = payload
-                            good.add(eid)
-                        elif eid in attempt:
-                            log.warning(
-                                "ledger %d entry %d from %s fails its digest; trying another replica",
-                                md.ledger_id,
-                                eid,
-                                bookie_id,
-                            )
-                            problems.setdefault(eid, []).append(f"{bookie_id}: digest mismatch")
-                    for e in ids:
-                        if e not in good:
-                            problems.setdefault(e, []).append(f"{bookie_id}: not there or bad")
-                            retry[e] = attempt[e] + 1
-                attempt = retry
+            while attempts:
+                attempts = await self._read_round(md, bookies, attempts, problems, out)
         return sorted(out.items())
+
+    async def _read_round(
+        self,
+        md: LedgerMetadata,
+        bookies: list[str],
+        attempts: dict[int, int],
+        problems: dict[int, list[str]],
+        out: dict[int, bytes],
+    ) -> dict[int, int]:
+        """Ask each entry of ``attempts`` from the replica its attempt number
+        picks (:func:`~bookie.quorum.replicas_to_ask`), keep what arrives with
+        a good digest in ``out``; the entries to ask again, one replica on.
+        Why each try failed is noted in ``problems``, for the error raised
+        once an entry has no replica left."""
+        by_index, exhausted = replicas_to_ask(attempts, md.ensemble_size, md.write_quorum)
+        if exhausted:
+            raise BKError(
+                f"cannot read ledger {md.ledger_id} entry {exhausted[0]} from any replica: "
+                + "; ".join(problems.get(exhausted[0], [])),
+                common_pb2.NO_SUCH_ENTRY,
+            )
+        calls = [
+            (bookies[idx], ids[i : i + _READ_REQUEST_ENTRIES])
+            for idx, ids in by_index.items()
+            for i in range(0, len(ids), _READ_REQUEST_ENTRIES)
+        ]
+        answers = await asyncio.gather(
+            *(self._read_entries(md.ledger_id, b, ids) for b, ids in calls)
+        )
+        retry: dict[int, int] = {}
+        for (bookie_id, ids), answer in zip(calls, answers, strict=True):
+            if isinstance(answer, Exception):
+                good: set[int] = set()
+                why = f"{bookie_id}: {answer}"
+            else:
+                good = _keep_good_rows(md.ledger_id, bookie_id, answer[0], attempts, out, problems)
+                why = f"{bookie_id}: not there or bad"
+            for e in ids:
+                if e not in good:
+                    problems.setdefault(e, []).append(why)
+                    retry[e] = attempts[e] + 1
+        return retry
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the ledger's entries on every bookie that holds some, then its metadata."""
@@ -507,7 +500,7 @@ class LedgerClient:
                 log.warning(
                     "ledger %d: could not delete its entries on %s: %s", ledger_id, bookie_id, exc
                 )
-        await self.metastore.delete(f"/ledgers/{ledger_id}")
+        await self.metastore.delete(metadata_paths.ledger(ledger_id))
 
 
 def add_requests(
@@ -538,3 +531,38 @@ def add_requests(
 def entry_id_before(lac: int, seg_first: int) -> int:
     """The last entry of a recovered ledger when nothing past the LAC exists."""
     return max(lac, seg_first - 1)
+
+
+def _to_recovery(md: LedgerMetadata) -> bool:
+    if md.state != OPEN:
+        return False
+    md.state = IN_RECOVERY
+    return True
+
+
+def _keep_good_rows(
+    ledger_id: int,
+    bookie_id: str,
+    rows: list[tuple[int, int, int, bytes]],
+    wanted: dict[int, int],
+    out: dict[int, bytes],
+    problems: dict[int, list[str]],
+) -> set[int]:
+    """Put the payloads of ``rows`` of ``wanted`` entries whose digest holds
+    in ``out``; their ids. A bad digest is logged and noted in ``problems``."""
+    good = set()
+    for eid, lac, digest, payload in rows:
+        if eid not in wanted:
+            continue
+        if entry_digest(ledger_id, eid, lac, payload) == digest:
+            out[eid] = payload
+            good.add(eid)
+        else:
+            log.warning(
+                "ledger %d entry %d from %s fails its digest; trying another replica",
+                ledger_id,
+                eid,
+                bookie_id,
+            )
+            problems.setdefault(eid, []).append(f"{bookie_id}: digest mismatch")
+    return good

@@ -1,7 +1,7 @@
 """Ledger metadata, and the errors of the ledger client library.
 
-Ledger metadata lives at ``/ledgers/{id}`` in the metastore (JSON, changed
-only by compare-and-set): quorums, state, and the ensembles as a list of
+Ledger metadata lives at ``/ledgers/{id}`` in the metastore
+(:func:`protos.metadata_paths.ledger`; JSON, changed only by compare-and-set): quorums, state, and the ensembles as a list of
 ``(first entry id, bookie ids)`` segments.
 """
 
@@ -15,7 +15,6 @@ from protos import common_pb2
 from protos.errors import MagnetarServerError
 
 OPEN, IN_RECOVERY, CLOSED = "OPEN", "IN_RECOVERY", "CLOSED"
-LEDGER_ID_COUNTER = "/ledgers/id-counter"
 
 
 class BKError(MagnetarServerError):
@@ -75,6 +74,12 @@ class LedgerMetadata:
             ctime_ms=d.get("ctime_ms", 0),
             version=version,
         )
+
+    def start_segment(self, first: int, ensemble: list[str]) -> None:
+        """Entries from ``first`` on go to ``ensemble`` (an ensemble change):
+        segments starting at or after ``first`` give way to the new one."""
+        kept = [(f, bookies) for f, bookies in self.ensembles if f < first]
+        self.ensembles = [*kept, (first, ensemble)]
 
     def ensemble_for(self, entry_id: int) -> list[str]:
         chosen = self.ensembles[0][1]

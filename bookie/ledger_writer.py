@@ -9,6 +9,8 @@ first unconfirmed entry, written to the metadata by compare-and-set, and
 every unconfirmed entry of the failed bookie's write sets is sent to the
 replacement. Only a fence (``LedgerFenced``), a wrong key or no replacement
 fails the writer.
+
+The writer reaches its client only through :class:`~bookie.client_context.ClientContext`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from bookie.client_context import ClientContext
 from bookie.ledger_metadata import (
     OPEN,
     BKError,
@@ -34,16 +36,13 @@ from bookie.quorum import AckTracker, stripe, write_set
 from protos import common_pb2
 from protos.digest import RECORD_HEADER, pack_record
 
-if TYPE_CHECKING:
-    from bookie.ledger_client import LedgerClient
-
 log = logging.getLogger(__name__)
 
 
 class LedgerWriter:
     """Appends entries to one open ledger; the ledger's only writer."""
 
-    def __init__(self, client: LedgerClient, metadata: LedgerMetadata) -> None:
+    def __init__(self, client: ClientContext, metadata: LedgerMetadata) -> None:
         self.client = client
         self.metadata = metadata
         self.ledger_id = metadata.ledger_id
@@ -295,16 +294,14 @@ class LedgerWriter:
             self._schedule_flush()
 
     async def _change_ensemble(self, idx: int, failed: str) -> None:
-        candidates = [b for b in await self.client.writable_bookies() if b not in self._ensemble]
-        if not candidates:
+        ensemble = await self.client.replace_bookies(self._ensemble, (idx,))
+        if ensemble is None:
             raise NotEnoughBookiesError(
                 f"ledger {self.ledger_id}: bookie {failed} failed and no other writable "
                 f"bookie can replace it"
             )
-        replacement = self.client.settings.rng.choice(candidates)
+        replacement = ensemble[idx]
         first = self._tracker.next_to_confirm
-        ensemble = list(self._ensemble)
-        ensemble[idx] = replacement
 
         def change(md: LedgerMetadata) -> bool:
             if md.state != OPEN:
@@ -312,8 +309,7 @@ class LedgerWriter:
                     f"ledger {self.ledger_id} is {md.state}: another owner recovers it",
                     common_pb2.LEDGER_FENCED,
                 )
-            segments = [(f, b) for f, b in md.ensembles if f < first]
-            md.ensembles = [*segments, (first, ensemble)]
+            md.start_segment(first, ensemble)
             return True
 
         self.metadata = await self.client.update_metadata(self.ledger_id, change)

@@ -4,11 +4,15 @@ Entry ``e`` of a ledger with ensemble size E and write quorum Qw goes to the
 bookies at ensemble indexes ``(e + i) % E`` for ``i < Qw``; it is confirmed
 once Qa of them acknowledged it *and* every earlier entry is confirmed
 (BookKeeper's in-order completion rule).
+
+Reads and recovery use the same sets the other way round: which bookie of an
+entry's write set to ask, how many answers decide that an entry is missing,
+and whether a write-back reached Qa bookies of every write set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -30,6 +34,53 @@ def check_quorums(ensemble_size: int, write_quorum: int, ack_quorum: int) -> Non
 def write_set(entry_id: int, ensemble_size: int, write_quorum: int) -> list[int]:
     """Ensemble indexes that store ``entry_id``."""
     return [(entry_id + i) % ensemble_size for i in range(write_quorum)]
+
+
+def entries_by_index(
+    entry_ids: Iterable[int], ensemble_size: int, write_quorum: int
+) -> dict[int, list[int]]:
+    """Each ensemble index's share of ``entry_ids`` (the ids whose write set
+    holds it), in the order of ``entry_ids``; indexes in order of first use."""
+    shares: dict[int, list[int]] = {}
+    for entry_id in entry_ids:
+        for idx in write_set(entry_id, ensemble_size, write_quorum):
+            shares.setdefault(idx, []).append(entry_id)
+    return shares
+
+
+def first_unconfirmed(
+    entry_ids: Iterable[int],
+    acked: Container[int],
+    ensemble_size: int,
+    write_quorum: int,
+    ack_quorum: int,
+) -> tuple[int, int] | None:
+    """The first of ``entry_ids`` whose write set has fewer than Qa of the
+    ensemble indexes in ``acked`` (the bookies that stored a whole request),
+    with that number; None when every entry reached Qa."""
+    for entry_id in entry_ids:
+        acks = sum(1 for i in write_set(entry_id, ensemble_size, write_quorum) if i in acked)
+        if acks < ack_quorum:
+            return entry_id, acks
+    return None
+
+
+def replicas_to_ask(
+    attempts: Mapping[int, int], ensemble_size: int, write_quorum: int
+) -> tuple[dict[int, list[int]], list[int]]:
+    """Read failover: entry ``e`` on its ``attempts[e]``-th try is asked from
+    that member of its write set (the first one first). Returns each
+    ensemble index's entries for this round, and the entries whose every
+    replica has been tried (they cannot be read)."""
+    by_index: dict[int, list[int]] = {}
+    exhausted: list[int] = []
+    for entry_id, attempt in attempts.items():
+        replicas = write_set(entry_id, ensemble_size, write_quorum)
+        if attempt >= len(replicas):
+            exhausted.append(entry_id)
+        else:
+            by_index.setdefault(replicas[attempt], []).append(entry_id)
+    return by_index, exhausted
 
 
 def stripe_offsets(first: int, ensemble_size: int, write_quorum: int, index: int) -> list[int]:
@@ -145,3 +196,28 @@ def recovery_read_outcome(write_quorum: int, ack_quorum: int, found: int, no_ent
     if no_entry >= fence_quorum(write_quorum, ack_quorum):
         return MISSING
     return UNKNOWN
+
+
+def recovery_scan(
+    entry_ids: Sequence[int],
+    found: Container[int],
+    no_entry: Mapping[int, int],
+    write_quorum: int,
+    ack_quorum: int,
+) -> tuple[int, str]:
+    """How far one round of recovery reads gets through ``entry_ids``
+    (consecutive, ascending): the number of leading entries it keeps
+    (:func:`recovery_read_outcome` says FOUND for each), and what it says of
+    the entry after them: MISSING (the ledger ends before it) or UNKNOWN
+    (recovery must stop). FOUND when it keeps them all and reads on.
+
+    ``found``: the ids some bookie returned with a good digest; ``no_entry``:
+    per id, the bookies that explicitly said they do not have it.
+    """
+    for kept, entry_id in enumerate(entry_ids):
+        outcome = recovery_read_outcome(
+            write_quorum, ack_quorum, 1 if entry_id in found else 0, no_entry.get(entry_id, 0)
+        )
+        if outcome != FOUND:
+            return kept, outcome
+    return len(entry_ids), FOUND

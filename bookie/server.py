@@ -9,23 +9,23 @@ are answered, in order, once their group is synced.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health as grpc_health
 from prometheus_client import Counter, Gauge, Histogram
 
 from bookie.entry_runs import check_records
+from bookie.group_commit import GroupCommitter
+from bookie.registration import check_cookie, load_cookie, register_forever, wait_registered
 from bookie.settings import BookieSettings
-from bookie.storage import EntryStore, GroupCommitter, LedgerState, StoreTuning, Write
-from metastore.client import MetastoreClient, MetastoreError, Session
+from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
+from metastore.client import MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.add_request import AddRequestView, decode_add_request
 from protos.digest import RecordError, entry_digest
@@ -393,95 +393,20 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         return True
 
 
-# -------------------------------------------------------------------- identity
+async def watch_disk(service: BookieService, info: dict, changed: asyncio.Event) -> None:
+    """Check disk usage every ``disk_check_interval_ms``; when the bookie
+    turns read-only or writable again, update ``info`` and set ``changed``
+    (register_forever then puts the registration again)."""
+    while True:
+        await asyncio.sleep(service.settings.disk_check_interval_ms / 1000)
+        if service.check_disk():
+            info["read_only"] = service.read_only
+            changed.set()
 
 
-def load_cookie(data_dir: Path, wanted_id: str) -> str:
-    """The bookie id stored in the data dir's cookie, creating it if new."""
-    cookie = data_dir / "cookie.json"
-    if cookie.exists():
-        found = json.loads(cookie.read_text())["bookie_id"]
-        if wanted_id and wanted_id != found:
-            raise SystemExit(
-                f"data dir {data_dir} belongs to bookie {found!r}, not {wanted_id!r}; "
-                "use that id or another data dir"
-            )
-        return str(found)
-    bookie_id = wanted_id or f"bookie-{uuid.uuid4().hex[:12]}"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cookie.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"bookie_id": bookie_id, "created_ms": int(time.time() * 1000)}))
-    os.replace(tmp, cookie)
-    return bookie_id
-
-
-async def check_cookie(metastore: MetastoreClient, data_dir: Path, bookie_id: str) -> None:
-    """Match the local cookie with the one registered in the metastore.
-
-    A bookie id whose cookie is registered but whose data dir is new lost its
-    disk: it would answer "no such entry" for entries it acknowledged, which
-    recovery could take for proof that they never existed. Refuse to start.
-    """
-    key = f"/bookies/cookies/{bookie_id}"
-    local = json.loads((data_dir / "cookie.json").read_text())
-    stat = await metastore.get(key)
-    if stat is None:
-        await metastore.put(key, json.dumps(local).encode(), expected_version=-1)
-        return
-    registered = json.loads(stat.value)
-    if registered.get("created_ms") != local.get("created_ms"):
-        raise SystemExit(
-            f"bookie {bookie_id} is registered with a cookie created at "
-            f"{registered.get('created_ms')}, but data dir {data_dir} holds one created at "
-            f"{local.get('created_ms')}: this data dir is not that bookie's (a lost or replaced "
-            f"disk?). Start it with its own data dir, or decommission the id (delete {key})."
-        )
-
-
-async def register_forever(
-    metastore: MetastoreClient,
-    bookie_id: str,
-    info: dict,
-    ttl_ms: int,
-    stop: asyncio.Event,
-    changed: asyncio.Event | None = None,
-) -> None:
-    """Keep ``/bookies/available/{id}`` registered on a live session; put it
-    again (same session) whenever ``changed`` is set."""
-    changed = changed or asyncio.Event()
-    key = f"/bookies/available/{bookie_id}"
-    session: Session | None = None
-    while not stop.is_set():
-        lost = asyncio.Event()
-        try:
-            session = await metastore.create_session(ttl_ms, on_lost=lost.set)
-            info["disk_free_bytes"] = shutil.disk_usage(info["data_dir"]).free
-            # A previous run's key may still exist until its session expires:
-            # this bookie owns its id, so it takes the key over.
-            await metastore.put(key, json.dumps(info).encode(), session_id=session.id)
-            log.info("registered %s in the metastore (session %d)", key, session.id)
-            while not stop.is_set() and not lost.is_set():
-                waiter = asyncio.create_task(stop.wait())
-                loser = asyncio.create_task(lost.wait())
-                change = asyncio.create_task(changed.wait())
-                await asyncio.wait({waiter, loser, change}, return_when=asyncio.FIRST_COMPLETED)
-                for t in (waiter, loser, change):
-                    t.cancel()
-                if changed.is_set() and not stop.is_set() and not lost.is_set():
-                    changed.clear()
-                    await metastore.put(key, json.dumps(info).encode(), session_id=session.id)
-                    log.info("registration of %s updated: %s", key, info)
-        except MetastoreError as exc:
-            log.warning("registration failed, retrying: %s", exc)
-            await asyncio.sleep(0.5)
-    if session is not None and not session.lost:
-        await session.close()
-
-
-async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
-    serving.setup_logging("bookie", settings.log_level)
-    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
-        log.warning("mallopt is not available; the C library's malloc defaults stay")
+def open_service(settings: BookieSettings) -> BookieService:
+    """The bookie's entry store and service over its data dir (whose cookie
+    says which bookie it is)."""
     data_dir = Path(settings.data_dir)
     bookie_id = load_cookie(data_dir, settings.bookie_id)
     store = EntryStore(
@@ -490,10 +415,18 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
         max_cached_ledger_states=settings.max_cached_ledger_states,
         tuning=StoreTuning.from_settings(settings),
     )
-    server = grpc.aio.server(options=serving.grpc_options())
     service = BookieService(store, settings)
     service.bookie_id = bookie_id
     service.check_disk()
+    return service
+
+
+async def start_grpc(
+    settings: BookieSettings, service: BookieService
+) -> tuple[grpc.aio.Server, grpc_health.HealthServicer, int, int]:
+    """The started gRPC server (health NOT_SERVING), its health servicer,
+    gRPC port and metrics port."""
+    server = grpc.aio.server(options=serving.grpc_options())
     # Add requests are read without copying their entries (protos/add_request.py).
     serving.add_servicer(
         server,
@@ -507,6 +440,16 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
     await server.start()
     serving.tune_gc()
+    return server, health, port, metrics_port
+
+
+async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
+    serving.setup_logging("bookie", settings.log_level)
+    if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
+        log.warning("mallopt is not available; the C library's malloc defaults stay")
+    service = open_service(settings)
+    store, bookie_id, data_dir = service.store, service.bookie_id, Path(settings.data_dir)
+    server, health, port, metrics_port = await start_grpc(settings, service)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{settings.host}:{port}"
@@ -528,21 +471,8 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     registration = asyncio.create_task(
         register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop, changed)
     )
-
-    async def watch_disk() -> None:
-        while True:
-            await asyncio.sleep(settings.disk_check_interval_ms / 1000)
-            if service.check_disk():
-                info["read_only"] = service.read_only
-                changed.set()
-
-    disk_watch = asyncio.create_task(watch_disk())
-    # Serving once registered: brokers can only find a registered bookie.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not stop.is_set():
-        if await metastore.get(f"/bookies/available/{bookie_id}") is not None:
-            break
-        await asyncio.sleep(0.05)
+    disk_watch = asyncio.create_task(watch_disk(service, info, changed))
+    await wait_registered(metastore, bookie_id, stop)
     serving.set_serving(health, True)
     serving.write_ready_file(
         ready_file, {"grpc": address, "metrics": metrics_port, "bookie_id": bookie_id}

@@ -366,13 +366,9 @@ class Session:
                 while True:
                     await call.write(metastore_pb2.KeepAliveRequest(session_id=self.id))
                     resp = await asyncio.wait_for(call.read(), timeout=max(0.1, period))
-                    if resp is grpc.aio.EOF:
-                        raise ConnectionError(f"{address} closed the keep-alive stream")
-                    if resp.error.code in _RETRY_CODES:
-                        self.client._follow(address, resp.error.leader)
-                        raise ConnectionError(resp.error.message)
-                    if resp.error.code == common_pb2.SESSION_EXPIRED or not resp.alive:
-                        self._mark_lost(f"the metastore says: {resp.error.message or 'expired'}")
+                    expired = self._expiry_in(resp, address)
+                    if expired is not None:
+                        self._mark_lost(f"the metastore says: {expired}")
                         return
                     last_ok = time.monotonic()
                     delay = self.client.backoff_initial_s
@@ -391,6 +387,19 @@ class Session:
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.client.backoff_max_s, period)
+
+    def _expiry_in(self, resp: metastore_pb2.KeepAliveResponse, address: str) -> str | None:
+        """Why the store says the session has expired, None while it lives;
+        ConnectionError when the stream must move (``address`` ended it, or
+        is not the leader: then the client follows the leader it names)."""
+        if resp is grpc.aio.EOF:
+            raise ConnectionError(f"{address} closed the keep-alive stream")
+        if resp.error.code in _RETRY_CODES:
+            self.client._follow(address, resp.error.leader)
+            raise ConnectionError(resp.error.message)
+        if resp.error.code == common_pb2.SESSION_EXPIRED or not resp.alive:
+            return resp.error.message or "expired"
+        return None
 
     def _mark_lost(self, why: str) -> None:
         self.lost = True
@@ -457,36 +466,7 @@ class Watch:
         delay = self.client.backoff_initial_s
         while True:
             try:
-                if self._call is None:
-                    self._address = self.client.current
-                    self._call = self.client.stub(self._address).Watch(
-                        metastore_pb2.WatchRequest(
-                            prefix=self.prefix, from_revision=self.next_revision
-                        )
-                    )
-                resp = await self._call.read()
-                if resp is grpc.aio.EOF:
-                    raise ConnectionError(f"{self._address} ended the watch")
-                if resp.error.code == common_pb2.COMPACTED:
-                    self._call = None
-                    raise CompactedError(resp.error.message, resp.error.code)
-                _raise_for(resp.error)
-                if self.next_revision == 0:
-                    self.next_revision = resp.revision + 1
-                for e in resp.events:
-                    if e.revision < self.next_revision:
-                        continue  # already delivered (never expected; kept safe)
-                    self._buffer.append(
-                        WatchEvent(
-                            "PUT" if e.type == metastore_pb2.PUT else "DELETE",
-                            e.key,
-                            e.value,
-                            e.version,
-                            e.revision,
-                            e.session_id,
-                        )
-                    )
-                    self.next_revision = e.revision + 1
+                self._take(await self._stream().read())
                 if self._buffer or stop_on_start:
                     return
             except (grpc.aio.AioRpcError, ConnectionError) as exc:
@@ -502,6 +482,42 @@ class Watch:
                     ) from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.client.backoff_max_s)
+
+    def _stream(self) -> grpc.aio.UnaryStreamCall:
+        """The open Watch call, opened on the current node from the next
+        revision if there is none."""
+        if self._call is None:
+            self._address = self.client.current
+            self._call = self.client.stub(self._address).Watch(
+                metastore_pb2.WatchRequest(prefix=self.prefix, from_revision=self.next_revision)
+            )
+        return self._call
+
+    def _take(self, resp: metastore_pb2.WatchResponse) -> None:
+        """Buffer the events of one answer that were not delivered yet; raise
+        for an ended stream (ConnectionError) or an error of the store."""
+        if resp is grpc.aio.EOF:
+            raise ConnectionError(f"{self._address} ended the watch")
+        if resp.error.code == common_pb2.COMPACTED:
+            self._call = None
+            raise CompactedError(resp.error.message, resp.error.code)
+        _raise_for(resp.error)
+        if self.next_revision == 0:
+            self.next_revision = resp.revision + 1
+        for e in resp.events:
+            if e.revision < self.next_revision:
+                continue  # already delivered (never expected; kept safe)
+            self._buffer.append(
+                WatchEvent(
+                    "PUT" if e.type == metastore_pb2.PUT else "DELETE",
+                    e.key,
+                    e.value,
+                    e.version,
+                    e.revision,
+                    e.session_id,
+                )
+            )
+            self.next_revision = e.revision + 1
 
     async def close(self) -> None:
         self.closed = True

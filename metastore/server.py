@@ -1,20 +1,18 @@
 """The metastore process: a Raft node plus its gRPC front end.
 
-Theory of operation. Only the leader answers reads and writes; any other node
-answers ``NOT_LEADER`` naming the leader's client address, and the client
-library follows it. A write becomes one Raft command
-``apply(request_id, op, args)`` and is answered once a majority has it on
-disk and this node applied it. Reads come from the leader's replica (a
-deposed leader that has not noticed yet may answer a read stale for up to an
-election timeout; writes are never affected, they need a majority).
+Theory of operation. The servicer translates requests into calls on the
+replicated store (metastore/store.py, applied by metastore/raft_node.py):
+only a ready leader answers reads and writes, and a write is one Raft
+command answered once committed and applied (metastore/leadership.py).
 
 Watches may be served by any node: each one replays the kept history from its
 revision, then waits for the Raft thread to signal applied changes.
 
-Session liveness is tracked only by the leader, in memory: each keep-alive
-refreshes a deadline, and a session whose deadline passes is ended through a
-replicated ``end_session`` command. A node that becomes leader gives every
-session a fresh TTL before expiring any.
+Session liveness is tracked only by the leader, in memory
+(metastore/session_deadlines.py): each keep-alive refreshes a deadline, and
+a session whose deadline passes is ended through a replicated
+``end_session`` command. A node that becomes leader gives every session a
+fresh TTL before expiring any.
 """
 
 from __future__ import annotations
@@ -25,14 +23,16 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 from prometheus_client import Counter, Gauge
 
+from metastore.cluster_layout import ClusterLayout
+from metastore.leadership import Leadership
 from metastore.raft_node import MetastoreNode
+from metastore.session_deadlines import SessionDeadlines
 from metastore.settings import MetastoreSettings
 from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, Record, validate_key
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
@@ -49,51 +49,6 @@ COMMIT_INDEX = Gauge("magnetar_metastore_commit_index", "Raft commit index")
 APPLIED_INDEX = Gauge("magnetar_metastore_applied_index", "Raft index applied to the store")
 REVISION = Gauge("magnetar_metastore_revision", "Store revision on this node")
 
-# How long a new leader waits for its no-op to commit before trying again.
-BARRIER_TIMEOUT_S = 2.0
-
-
-class _RaftFailure(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class ClusterLayout:
-    """Who is who: this node's addresses and every node's client address."""
-
-    node_id: str
-    client_address: str
-    raft_address: str
-    partners: list[str]
-    client_of_raft: dict[str, str]
-
-    @classmethod
-    def from_settings(cls, s: MetastoreSettings, port: int, raft_port: int) -> ClusterLayout:
-        if not s.peers.strip():
-            client, raft = f"{s.host}:{port}", f"{s.host}:{raft_port}"
-            return cls(s.node_id or "1", client, raft, [], {raft: client})
-        nodes: dict[str, tuple[str, str]] = {}
-        for part in s.peers.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            node_id, sep, addr = part.partition("=")
-            pieces = addr.rsplit(":", 2)
-            if not sep or len(pieces) != 3 or not all(p.isdigit() for p in pieces[1:]):
-                raise ValueError(f"peer {part!r}: expected ID=HOST:CLIENT_PORT:RAFT_PORT")
-            host, cport, rport = pieces
-            nodes[node_id.strip()] = (f"{host}:{cport}", f"{host}:{rport}")
-        if s.node_id not in nodes:
-            raise ValueError(f"node_id {s.node_id!r} is not one of the peers {sorted(nodes)}")
-        client, raft = nodes[s.node_id]
-        return cls(
-            s.node_id,
-            client,
-            raft,
-            [r for i, (_, r) in nodes.items() if i != s.node_id],
-            {r: c for c, r in nodes.values()},
-        )
-
 
 class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     def __init__(
@@ -103,15 +58,12 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         self.settings = settings
         self.layout = layout
         self.loop = asyncio.get_running_loop()
-        self._deadlines: dict[int, float] = {}
-        self._deadline_term = -1
+        self.leadership = Leadership(node, layout, settings)
+        self._deadlines = SessionDeadlines()
         self._seen_role: tuple[bool, int] = (False, -1)
         self._changed = asyncio.Event()
         self._notify_lock = threading.Lock()
         self._notify_pending = False
-        self._ready_term = -1
-        self._barrier_term = -1
-        self._barrier: asyncio.Task | None = None
         self._watches: collections.Counter[str] = collections.Counter()
         self._kept_alive: dict[str, list[set[int]]] = {}
 
@@ -134,77 +86,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    # ---------------------------------------------------------------- helpers
-
-    def _not_leader(self) -> common_pb2.Error | None:
-        if self.node.is_leader:
-            return None
-        raft_leader = self.node.leader_address
-        leader = self.layout.client_of_raft.get(raft_leader or "", "")
-        err = error(
-            common_pb2.NOT_LEADER,
-            f"metastore node {self.layout.node_id} is not the leader"
-            + (f"; the leader is {leader}" if leader else "; no leader is known yet"),
-        )
-        err.leader = leader
-        return err
-
-    async def _leader_ready(self) -> common_pb2.Error | None:
-        """None when this node leads and has applied every entry before its term.
-
-        A new leader may hold committed entries it has not applied yet; it
-        commits and applies a no-op of its own term before answering anything.
-        """
-        bad = self._not_leader()
-        if bad is not None:
-            return bad
-        term = self.node.term
-        if self._ready_term == term:
-            return None
-        if self._barrier is None or self._barrier_term != term:
-            self._barrier_term = term
-            # Short: a no-op lost in an election must not stall readiness
-            # (and session expiry) for a whole write timeout; the next
-            # request or expiry pass proposes a new one.
-            timeout_s = min(BARRIER_TIMEOUT_S, self.settings.write_timeout_ms / 1000)
-            self._barrier = self.loop.create_task(self._propose(b"", "noop", timeout_s=timeout_s))
-        try:
-            await asyncio.shield(self._barrier)
-        except Exception as exc:
-            if self._barrier_term == term:
-                self._barrier = None
-            return self._not_leader() or error(
-                common_pb2.SERVICE_NOT_READY, f"the new leader is not ready: {exc}"
-            )
-        if self.node.term == term:
-            self._ready_term = term
-        return self._not_leader()
-
-    async def _propose(
-        self, request_id: bytes, op: str, *args: Any, timeout_s: float | None = None
-    ) -> Any:
-        fut: asyncio.Future = self.loop.create_future()
-
-        def done(result: Any, err: Any) -> None:
-            self.loop.call_soon_threadsafe(_settle, fut, result, err)
-
-        self.node.apply(bytes(request_id), op, *args, callback=done)
-        if timeout_s is None:
-            timeout_s = self.settings.write_timeout_ms / 1000
-        try:
-            return await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            raise _RaftFailure("the write was not committed in time") from None
-
-    async def _write(self, request_id: bytes, op: str, *args: Any) -> tuple[Any, Any]:
-        """(result, None) or (None, Error) for a replicated write."""
-        bad = await self._leader_ready()
-        if bad is not None:
-            return None, bad
-        try:
-            return await self._propose(request_id, op, *args), None
-        except _RaftFailure as exc:
-            return None, self._not_leader() or error(common_pb2.SERVICE_NOT_READY, str(exc))
+    # ---------------------------------------------------------------- checks
 
     def _check_key(self, key: str) -> common_pb2.Error | None:
         problem = validate_key(key)
@@ -223,7 +105,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     async def Get(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("get").inc()
-        bad = self._check_key(request.key) or await self._leader_ready()
+        bad = self._check_key(request.key) or await self.leadership.ready()
         if bad:
             return metastore_pb2.GetResponse(error=bad)
         record, revision = self.node.store.get(request.key)
@@ -236,7 +118,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     async def Children(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("children").inc()
         bad = self._check_key(request.path) if request.path != "/" else None
-        bad = bad or await self._leader_ready()
+        bad = bad or await self.leadership.ready()
         if bad:
             return metastore_pb2.ChildrenResponse(error=bad)
         return metastore_pb2.ChildrenResponse(names=self.node.store.children(request.path))
@@ -247,7 +129,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             return metastore_pb2.ListResponse(
                 error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
             )
-        bad = await self._leader_ready()
+        bad = await self.leadership.ready()
         if bad:
             return metastore_pb2.ListResponse(error=bad)
         cap = self.settings.max_list_results
@@ -286,7 +168,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     f"expected_version {expected}: use -1 (must not exist) or a version >= 0",
                 )
             )
-        result, err = await self._write(
+        result, err = await self.leadership.write(
             request.request_id,
             "put",
             request.key,
@@ -305,7 +187,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         if bad:
             return metastore_pb2.DeleteResponse(error=bad)
         expected = request.expected_version if request.HasField("expected_version") else None
-        result, err = await self._write(request.request_id, "delete", request.key, expected)
+        result, err = await self.leadership.write(
+            request.request_id, "delete", request.key, expected
+        )
         if err is not None:
             return metastore_pb2.DeleteResponse(error=err)
         code, msg, deleted, revision = result
@@ -318,7 +202,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         bad = self._check_key(request.key)
         if bad:
             return metastore_pb2.IncrementResponse(error=bad)
-        result, err = await self._write(
+        result, err = await self.leadership.write(
             request.request_id, "increment", request.key, request.delta or 1
         )
         if err is not None:
@@ -348,7 +232,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     f"a txn needs 1 to 1000 compares + ops; got {len(compares)} + {len(ops)}",
                 )
             )
-        result, err = await self._write(request.request_id, "txn", compares, ops)
+        result, err = await self.leadership.write(request.request_id, "txn", compares, ops)
         if err is not None:
             return metastore_pb2.TxnResponse(error=err)
         code, msg, succeeded, revision = result
@@ -421,12 +305,14 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     f"session TTL {request.ttl_ms} ms is outside [{lo}, {hi}] ms",
                 )
             )
-        result, err = await self._write(request.request_id, "create_session", request.ttl_ms)
+        result, err = await self.leadership.write(
+            request.request_id, "create_session", request.ttl_ms
+        )
         if err is not None:
             return metastore_pb2.CreateSessionResponse(error=err)
         code, msg, session_id, _ = result
         if code == common_pb2.OK:
-            self._deadlines[session_id] = time.monotonic() + request.ttl_ms / 1000
+            self._deadlines.kept_alive(session_id, request.ttl_ms, time.monotonic())
         return metastore_pb2.CreateSessionResponse(
             error=error(code, msg), session_id=session_id, ttl_ms=request.ttl_ms
         )
@@ -440,7 +326,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             async for request in request_iterator:
                 OPS.labels("keep_alive").inc()
                 sid = request.session_id
-                bad = await self._leader_ready()
+                bad = await self.leadership.ready()
                 if bad is not None:
                     yield metastore_pb2.KeepAliveResponse(session_id=sid, error=bad)
                     continue
@@ -465,7 +351,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     )
                     continue
                 mine.add(sid)
-                self._deadlines[sid] = time.monotonic() + state.ttl_ms / 1000
+                self._deadlines.kept_alive(sid, state.ttl_ms, time.monotonic())
                 yield metastore_pb2.KeepAliveResponse(session_id=sid, alive=True)
         finally:
             streams.remove(mine)
@@ -474,10 +360,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     async def CloseSession(self, request, context):  # type: ignore[no-untyped-def]
         OPS.labels("close_session").inc()
-        _, err = await self._write(request.request_id, "end_session", request.session_id)
+        _, err = await self.leadership.write(request.request_id, "end_session", request.session_id)
         if err is not None:
             return metastore_pb2.CloseSessionResponse(error=err)
-        self._deadlines.pop(request.session_id, None)
+        self._deadlines.closed(request.session_id)
         return metastore_pb2.CloseSessionResponse()
 
     async def expire_sessions_forever(self) -> None:
@@ -496,15 +382,41 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 log.exception("session expiry pass failed")
 
     async def _expire_once(self) -> None:
+        """One pass of the leader's session expiry (see the module doc)."""
         leader = self.node.is_leader
+        self._publish_status(leader)
+        if not leader:
+            self._deadlines.not_leading()
+            return
+        term = self.node.term
+        not_ready = await self.leadership.ready()
+        if not_ready is not None:
+            # Not the leader any more, or not caught up yet.
+            log.info("session expiry skipped this pass: %s", not_ready.message)
+            return
+        sessions = self.node.store.sessions
+        now = time.monotonic()
+        ttls = {sid: s.ttl_ms for sid, s in list(sessions.items())}
+        if not self._deadlines.start_pass(term, ttls, now):
+            log.info("leader: %d sessions get a fresh TTL", len(self._deadlines))
+            return
+        log.debug("expiry pass: %s", self._deadlines.time_left(now))
+        for sid, state in list(sessions.items()):
+            if self._deadlines.expired(sid, state.ttl_ms, now):
+                log.info("session %d expired (ttl %d ms)", sid, state.ttl_ms)
+                await self.leadership.propose(b"", "end_session", sid)
+                self._deadlines.closed(sid)
+        self._deadlines.forget_ended(sessions)
+
+    def _publish_status(self, leader: bool) -> None:
+        """Raft and store gauges, and a log line when this node's role changes."""
         status = self.node.status()
         IS_LEADER.set(1 if leader else 0)
         TERM.set(status.get("raft_term", 0))
         COMMIT_INDEX.set(status.get("commit_idx", 0))
         APPLIED_INDEX.set(status.get("last_applied", 0))
         REVISION.set(self.node.store.revision)
-        sessions = self.node.store.sessions
-        SESSIONS.set(len(sessions))
+        SESSIONS.set(len(self.node.store.sessions))
         role = (leader, self.node.term)
         if role != self._seen_role:
             self._seen_role = role
@@ -514,33 +426,6 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 "the leader" if leader else "a follower",
                 role[1],
             )
-        if not leader:
-            self._deadline_term = -1
-            return
-        term = self.node.term
-        not_ready = await self._leader_ready()
-        if not_ready is not None:
-            # Not the leader any more, or not caught up yet.
-            log.info("session expiry skipped this pass: %s", not_ready.message)
-            return
-        sessions = self.node.store.sessions
-        now = time.monotonic()
-        if self._deadline_term != term:
-            # A new leader (or one leading again after another) cannot know
-            # when sessions were last kept alive.
-            self._deadline_term = term
-            self._deadlines = {sid: now + s.ttl_ms / 1000 for sid, s in list(sessions.items())}
-            log.info("leader: %d sessions get a fresh TTL", len(self._deadlines))
-            return
-        log.debug("expiry pass: %s", {k: round(v - now, 2) for k, v in self._deadlines.items()})
-        for sid, state in list(sessions.items()):
-            deadline = self._deadlines.setdefault(sid, now + state.ttl_ms / 1000)
-            if deadline < now:
-                log.info("session %d expired (ttl %d ms)", sid, state.ttl_ms)
-                await self._propose(b"", "end_session", sid)
-                self._deadlines.pop(sid, None)
-        for sid in [s for s in self._deadlines if s not in sessions]:
-            self._deadlines.pop(sid, None)
 
 
 def _record(key: str, r: Record) -> metastore_pb2.KeyRecord:
@@ -563,15 +448,6 @@ def _event(e: Any) -> metastore_pb2.Event:
         revision=e.revision,
         session_id=e.session_id,
     )
-
-
-def _settle(fut: asyncio.Future, result: Any, err: Any) -> None:
-    if fut.done():
-        return
-    if result is None:
-        fut.set_exception(_RaftFailure(f"raft refused the write (reason {err})"))
-    else:
-        fut.set_result(result)
 
 
 async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:

@@ -5,7 +5,9 @@ metadata. :func:`load_settings` fills it from the ``[section]`` table of a TOML
 file, then from ``MAGNETAR_<SECTION>_<KEY>`` environment variables, then from
 explicit overrides (command-line flags). Unknown keys and values of the wrong
 type are refused with a message naming them, so a typo never passes silently.
-``docs/configuration.md`` lists every setting; a test keeps it complete.
+``docs/configuration.md`` lists every setting (``make docs`` renders it with
+broker/settings_doc.py, which sees every process's settings); a test keeps
+it complete.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
@@ -48,29 +51,46 @@ def malloc_arenas_setting() -> Any:
     )
 
 
-def _coerce(name: str, typ: Any, value: Any, origin: str) -> Any:
-    try:
-        if typ is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
-                return True
-            if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if typ is int:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return int(value)
-        if typ is float:
-            return float(value)
-        if typ is str:
-            return str(value)
-    except (TypeError, ValueError):
-        pass
-    else:
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
         return value
-    raise SettingsError(f"setting {name!r} from {origin}: {value!r} is not a valid {typ.__name__}")
+    if isinstance(value, str) and value.lower() in _TRUE:
+        return True
+    if isinstance(value, str) and value.lower() in _FALSE:
+        return False
+    raise ValueError(value)
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):  # TOML true is not 1
+        raise ValueError(value)
+    return int(value)
+
+
+# How a value from a file, the environment or a flag becomes a setting's
+# type; other types take the value as it is.
+_CONVERTERS: dict[Any, Callable[[Any], Any]] = {
+    bool: _to_bool,
+    int: _to_int,
+    float: float,
+    str: str,
+}
+
+
+def _coerce(name: str, typ: Any, value: Any, origin: str) -> Any:
+    convert = _CONVERTERS.get(typ)
+    if convert is None:
+        return value
+    try:
+        return convert(value)
+    except (TypeError, ValueError):
+        raise SettingsError(
+            f"setting {name!r} from {origin}: {value!r} is not a valid {typ.__name__}"
+        ) from None
 
 
 def load_settings(
@@ -80,106 +100,66 @@ def load_settings(
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
 ) -> T:
+    """``cls`` filled from its defaults, then the ``[section]`` table of
+    ``config_file``, then ``MAGNETAR_<SECTION>_<KEY>`` variables of
+    ``environ`` (the process environment by default), then ``overrides``
+    (None values are left out)."""
     hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    types = {f.name: hints[f.name] for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
     if config_file:
-        path = Path(config_file)
-        try:
-            data = tomllib.loads(path.read_text())
-        except OSError as exc:
-            raise SettingsError(f"cannot read config file {path}: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-        table = data.get(section, {})
-        if not isinstance(table, dict):
-            raise SettingsError(f"config file {path}: [{section}] must be a table")
-        for key, value in table.items():
-            if key not in fields:
-                raise SettingsError(
-                    f"config file {path}: unknown setting {key!r} in [{section}]; "
-                    f"known: {', '.join(sorted(fields))}"
-                )
-            values[key] = _coerce(key, hints[key], value, str(path))
-    env = os.environ if environ is None else environ
+        values.update(_from_file(Path(config_file), section, types))
+    values.update(_from_environment(os.environ if environ is None else environ, section, types))
+    values.update(_from_overrides(overrides or {}, section, types))
+    return cls(**values)
+
+
+def _from_file(path: Path, section: str, types: dict[str, Any]) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+    table = data.get(section, {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"config file {path}: [{section}] must be a table")
+    values = {}
+    for key, value in table.items():
+        if key not in types:
+            raise SettingsError(
+                f"config file {path}: unknown setting {key!r} in [{section}]; "
+                f"known: {', '.join(sorted(types))}"
+            )
+        values[key] = _coerce(key, types[key], value, str(path))
+    return values
+
+
+def _from_environment(
+    env: Mapping[str, str], section: str, types: dict[str, Any]
+) -> dict[str, Any]:
     prefix = f"MAGNETAR_{section.upper()}_"
+    values = {}
     for var, value in env.items():
         if not var.startswith(prefix):
             continue
         key = var[len(prefix) :].lower()
-        if key not in fields:
+        if key not in types:
             raise SettingsError(
                 f"environment variable {var}: unknown setting {key!r} for [{section}]"
             )
-        values[key] = _coerce(key, hints[key], value, var)
-    for key, value in (overrides or {}).items():
+        values[key] = _coerce(key, types[key], value, var)
+    return values
+
+
+def _from_overrides(
+    overrides: dict[str, Any], section: str, types: dict[str, Any]
+) -> dict[str, Any]:
+    values = {}
+    for key, value in overrides.items():
         if value is None:
             continue
-        if key not in fields:
+        if key not in types:
             raise SettingsError(f"unknown setting {key!r} for [{section}]")
-        values[key] = _coerce(key, hints[key], value, "command line")
-    return cls(**values)
-
-
-def describe(cls: type) -> list[tuple[str, Any, str]]:
-    """(name, default, doc) of every setting, for the docs."""
-    return [
-        (f.name, f.default, f.metadata.get("doc", ""))
-        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-    ]
-
-
-def render_markdown(sections: list[tuple[str, type, str]]) -> str:
-    """The settings reference (docs/configuration.md) for ``(section, class, intro)``."""
-    out = [
-        "# Configuration reference",
-        "",
-        "Every process reads its settings from, in increasing precedence: the defaults",
-        "below, the `[section]` table of the TOML file given with `--config`, environment",
-        "variables `MAGNETAR_<SECTION>_<KEY>` (for example `MAGNETAR_BROKER_MAX_MESSAGE_SIZE`),",
-        "and command-line flags (`--port`, `--data-dir`, ... and `--set key=value` for any",
-        "setting). Unknown keys and values of the wrong type stop the process with a",
-        "message naming them. `magnetar standalone --config FILE` passes the file to all",
-        "three children. Regenerate this page with `make docs`.",
-        "",
-    ]
-    for section, cls, intro in sections:
-        out += [
-            f"## [{section}]",
-            "",
-            intro,
-            "",
-            "| setting | default | meaning |",
-            "|---|---|---|",
-        ]
-        for name, default, doc in describe(cls):
-            if isinstance(default, bool):
-                shown = str(default).lower()
-            elif isinstance(default, str):
-                shown = repr(default)
-            else:
-                shown = str(default)
-            out.append(f"| `{name}` | `{shown}` | {doc} |")
-        out.append("")
-    return "\n".join(out)
-
-
-def main() -> None:
-    from bookie.settings import BookieSettings
-    from broker.settings import BrokerSettings
-    from metastore.settings import MetastoreSettings
-
-    print(
-        render_markdown(
-            [
-                ("metastore", MetastoreSettings, "The metadata store (`magnetar metastore`)."),
-                ("bookie", BookieSettings, "The entry storage server (`magnetar bookie`)."),
-                ("broker", BrokerSettings, "The broker (`magnetar broker`)."),
-            ]
-        ),
-        end="",
-    )
-
-
-if __name__ == "__main__":
-    main()
+        values[key] = _coerce(key, types[key], value, "command line")
+    return values

@@ -38,6 +38,44 @@ def _check_part(what: str, value: str, full: str) -> None:
         )
 
 
+def _check_local(local: str, full: str) -> None:
+    if not local:
+        raise InvalidTopicNameError(f"invalid topic name {full!r}: the topic part is empty")
+    bad = _LOCAL_FORBIDDEN.search(local)
+    if bad:
+        raise InvalidTopicNameError(
+            f"invalid topic name {full!r}: the topic part {local!r} holds the "
+            f"forbidden character {bad.group()!r}"
+        )
+
+
+def _split(name: str) -> tuple[str, list[str]]:
+    """The domain and the [tenant, namespace, topic] parts of ``name``,
+    with the defaults of the short forms filled in (parts not checked yet)."""
+    if "://" not in name:
+        parts = name.split("/")
+        if len(parts) == 1:
+            return PERSISTENT, [DEFAULT_TENANT, DEFAULT_NAMESPACE, parts[0]]
+        if len(parts) != 3:
+            raise InvalidTopicNameError(
+                f"invalid topic name {name!r}: expected 'topic', 'tenant/namespace/topic' "
+                "or 'persistent://tenant/namespace/topic'"
+            )
+        return PERSISTENT, parts
+    domain, rest = name.split("://", 1)
+    if domain not in DOMAINS:
+        raise InvalidTopicNameError(
+            f"invalid topic name {name!r}: the domain {domain!r} is neither "
+            f"'{PERSISTENT}' nor '{NON_PERSISTENT}'"
+        )
+    parts = rest.split("/")
+    if len(parts) != 3:
+        raise InvalidTopicNameError(
+            f"invalid topic name {name!r}: expected {domain}://tenant/namespace/topic"
+        )
+    return domain, parts
+
+
 @dataclass(frozen=True)
 class TopicName:
     domain: str
@@ -49,46 +87,16 @@ class TopicName:
     def parse(cls, name: str) -> TopicName:
         if not isinstance(name, str):
             raise InvalidTopicNameError(f"a topic name must be a str, not {type(name).__name__}")
-        full = name
         if not name:
             raise InvalidTopicNameError("invalid topic name '': the name is empty")
         if len(name) > MAX_TOPIC_NAME_LENGTH:
             raise InvalidTopicNameError(
                 f"invalid topic name: {len(name)} characters, at most {MAX_TOPIC_NAME_LENGTH}"
             )
-        if "://" in name:
-            domain, rest = name.split("://", 1)
-            if domain not in DOMAINS:
-                raise InvalidTopicNameError(
-                    f"invalid topic name {full!r}: the domain {domain!r} is neither "
-                    f"'{PERSISTENT}' nor '{NON_PERSISTENT}'"
-                )
-            parts = rest.split("/")
-            if len(parts) != 3:
-                raise InvalidTopicNameError(
-                    f"invalid topic name {full!r}: expected {domain}://tenant/namespace/topic"
-                )
-        else:
-            domain = PERSISTENT
-            parts = name.split("/")
-            if len(parts) == 1:
-                parts = [DEFAULT_TENANT, DEFAULT_NAMESPACE, parts[0]]
-            elif len(parts) != 3:
-                raise InvalidTopicNameError(
-                    f"invalid topic name {full!r}: expected 'topic', 'tenant/namespace/topic' "
-                    "or 'persistent://tenant/namespace/topic'"
-                )
-        tenant, namespace, local = parts
-        _check_part("tenant", tenant, full)
-        _check_part("namespace", namespace, full)
-        if not local:
-            raise InvalidTopicNameError(f"invalid topic name {full!r}: the topic part is empty")
-        bad = _LOCAL_FORBIDDEN.search(local)
-        if bad:
-            raise InvalidTopicNameError(
-                f"invalid topic name {full!r}: the topic part {local!r} holds the "
-                f"forbidden character {bad.group()!r}"
-            )
+        domain, (tenant, namespace, local) = _split(name)
+        _check_part("tenant", tenant, name)
+        _check_part("namespace", namespace, name)
+        _check_local(local, name)
         return cls(domain, tenant, namespace, local)
 
     @cached_property

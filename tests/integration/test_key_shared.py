@@ -322,35 +322,40 @@ def test_key_shared_lookup_cli_and_errors(cluster, topic):
 # ------------------------------------------------------------------ randomized
 
 
-async def _churn(service_url: str, topic: str, seed: int, messages: int = 1200) -> dict[str, int]:
-    """Publish ``messages`` over 16 keys while consumers join and leave at
-    random; on every receive check that no other consumer holds the key
-    unacknowledged and that per-key order holds (a consumer's run of a key
-    starts at the key's oldest unacknowledged message, then rises)."""
-    rng = random.Random(seed)
-    keys = [f"key-{i}" for i in range(16)]
-    acked: dict[str, set[int]] = {k: set() for k in keys}
-    sent: dict[str, list[int]] = {k: [] for k in keys}
-    # consumer -> key -> seq -> message: received and not yet acknowledged
-    held: dict[str, dict[str, dict[int, Any]]] = {}
-    last: dict[str, tuple[str, int]] = {}  # key -> (consumer, last seq of its run)
-    stats = {"received": 0, "joins": 0, "leaves": 0, "handovers": 0}
-    names = iter(f"c{i}" for i in range(1000))
+class _Churn:
+    """Consumers of one Key_Shared subscription joining and leaving at
+    random, and what each holds: on every receive :meth:`check` asserts
+    that no other consumer holds the key unacknowledged and that per-key
+    order holds (a consumer's run of a key starts at the key's oldest
+    unacknowledged message, then rises)."""
 
-    def check(name: str, key: str, seq: int) -> None:
-        others = [o for o, ks in held.items() if o != name and ks.get(key)]
+    def __init__(self, client: Any, topic: str, seed: int) -> None:
+        self.client, self.topic = client, topic
+        self.rng = random.Random(seed)
+        self.keys = [f"key-{i}" for i in range(16)]
+        self.acked: dict[str, set[int]] = {k: set() for k in self.keys}
+        self.sent: dict[str, list[int]] = {k: [] for k in self.keys}
+        # consumer -> key -> seq -> message: received and not yet acknowledged
+        self.held: dict[str, dict[str, dict[int, Any]]] = {}
+        self.last: dict[str, tuple[str, int]] = {}  # key -> (consumer, last seq of its run)
+        self.stats = {"received": 0, "joins": 0, "leaves": 0, "handovers": 0}
+        self.names = iter(f"c{i}" for i in range(1000))
+        self.live: dict[str, tuple[Any, asyncio.Task, asyncio.Event]] = {}
+
+    def check(self, name: str, key: str, seq: int) -> None:
+        others = [o for o, ks in self.held.items() if o != name and ks.get(key)]
         assert not others, f"{key} received by {name} while unacked at {others}"
-        prev = last.get(key)
+        prev = self.last.get(key)
         if prev is not None and prev[0] == name:
             assert seq > prev[1], f"{key}: {name} got {seq} after {prev[1]}"
         else:
-            oldest = min(s for s in sent[key] if s not in acked[key])
+            oldest = min(s for s in self.sent[key] if s not in self.acked[key])
             assert seq == oldest, f"{key}: {name}'s run starts at {seq}, oldest unacked {oldest}"
-            stats["handovers"] += 1
-        last[key] = (name, seq)
+            self.stats["handovers"] += 1
+        self.last[key] = (name, seq)
 
-    async def consume(name: str, consumer: Any, stop: asyncio.Event) -> None:
-        mine = held[name]
+    async def consume(self, name: str, consumer: Any, stop: asyncio.Event) -> None:
+        mine = self.held[name]
         while not stop.is_set():
             try:
                 m = await consumer.receive(timeout_millis=50)
@@ -358,73 +363,87 @@ async def _churn(service_url: str, topic: str, seed: int, messages: int = 1200) 
                 m = None
             if m is not None:
                 key, seq = m.partition_key(), int(m.data())
-                if seq in acked[key]:
+                if seq in self.acked[key]:
                     continue  # acked after the broker had already redelivered it
-                check(name, key, seq)
+                self.check(name, key, seq)
                 mine.setdefault(key, {})[seq] = m
-                stats["received"] += 1
-            # Acknowledge some (everything when idle), in any order.
-            for key in list(mine):
-                for seq in list(mine[key]):
-                    if m is None or rng.random() < 0.3:
-                        msg = mine[key].pop(seq)
-                        acked[key].add(seq)
-                        await consumer.acknowledge(msg)
-                if not mine[key]:
-                    del mine[key]
+                self.stats["received"] += 1
+            await self._ack_some(consumer, mine, idle=m is None)
 
+    async def _ack_some(self, consumer: Any, mine: dict[str, dict[int, Any]], idle: bool) -> None:
+        """Acknowledge some of what the consumer holds (everything when
+        idle), in any order."""
+        for key in list(mine):
+            for seq in list(mine[key]):
+                if idle or self.rng.random() < 0.3:
+                    msg = mine[key].pop(seq)
+                    self.acked[key].add(seq)
+                    await consumer.acknowledge(msg)
+            if not mine[key]:
+                del mine[key]
+
+    async def join(self) -> None:
+        name = next(self.names)
+        consumer = await self.client.subscribe(
+            self.topic,
+            "churn",
+            consumer_type=ConsumerType.KeyShared,
+            consumer_name=name,
+            initial_position=InitialPosition.Earliest,
+            receiver_queue_size=self.rng.choice([5, 20, 100]),
+        )
+        self.held[name] = {}
+        stop = asyncio.Event()
+        task = asyncio.create_task(self.consume(name, consumer, stop))
+        self.live[name] = (consumer, task, stop)
+        self.stats["joins"] += 1
+
+    async def leave(self, name: str) -> None:
+        consumer, task, stop = self.live.pop(name)
+        stop.set()
+        await task  # stop receiving first, then the broker may hand its keys on
+        del self.held[name]  # what it held unacked is redelivered to the others
+        await consumer.close()
+        self.stats["leaves"] += 1
+
+    async def join_or_leave(self) -> None:
+        live = self.live
+        if len(live) < 4 and (len(live) < 2 or self.rng.random() < 0.5):
+            await self.join()
+        else:
+            await self.leave(self.rng.choice(sorted(live)))
+
+    def raise_broken(self) -> None:
+        """Raise here what a consumer's check raised: an invariant broke."""
+        for _name, (_c, task, _s) in self.live.items():
+            if task.done():
+                task.result()
+
+    def all_acked(self) -> bool:
+        self.raise_broken()
+        return all(len(self.acked[k]) == len(self.sent[k]) for k in self.keys)
+
+
+async def _churn(service_url: str, topic: str, seed: int, messages: int = 1200) -> dict[str, int]:
+    """Publish ``messages`` over 16 keys while consumers join and leave at
+    random (every 60 messages), checking the Key_Shared invariant on every
+    receive (:class:`_Churn`); the counts of what happened."""
     async with aio.Client(service_url) as client:
+        churn = _Churn(client, topic, seed)
         producer = await client.create_producer(topic, batching_enabled=False)
-        live: dict[str, tuple[Any, asyncio.Task, asyncio.Event]] = {}
-
-        async def join() -> None:
-            name = next(names)
-            consumer = await client.subscribe(
-                topic,
-                "churn",
-                consumer_type=ConsumerType.KeyShared,
-                consumer_name=name,
-                initial_position=InitialPosition.Earliest,
-                receiver_queue_size=rng.choice([5, 20, 100]),
-            )
-            held[name] = {}
-            stop = asyncio.Event()
-            live[name] = (consumer, asyncio.create_task(consume(name, consumer, stop)), stop)
-            stats["joins"] += 1
-
-        async def leave(name: str) -> None:
-            consumer, task, stop = live.pop(name)
-            stop.set()
-            await task  # stop receiving first, then the broker may hand its keys on
-            del held[name]  # what it held unacked is redelivered to the others
-            await consumer.close()
-            stats["leaves"] += 1
-
-        await join()
+        await churn.join()
         for seq in range(messages):
-            key = rng.choice(keys)
-            sent[key].append(seq)
+            key = churn.rng.choice(churn.keys)
+            churn.sent[key].append(seq)
             await producer.send(str(seq).encode(), partition_key=key)
             if seq % 60 == 59:
-                if len(live) < 4 and (len(live) < 2 or rng.random() < 0.5):
-                    await join()
-                else:
-                    await leave(rng.choice(sorted(live)))
-            for _name, (_c, task, _s) in live.items():
-                if task.done():
-                    task.result()  # an invariant broke: raise it here
-
-        def all_acked() -> bool:
-            for _name, (_c, task, _s) in live.items():
-                if task.done():
-                    task.result()  # an invariant broke: raise it here
-            return all(len(acked[k]) == len(sent[k]) for k in keys)
-
-        await async_wait_for(all_acked, 60, "every message to be acknowledged")
-        for name in sorted(live):
-            await leave(name)
+                await churn.join_or_leave()
+            churn.raise_broken()
+        await async_wait_for(churn.all_acked, 60, "every message to be acknowledged")
+        for name in sorted(churn.live):
+            await churn.leave(name)
         await producer.close()
-    return stats
+    return churn.stats
 
 
 @pytest.mark.parametrize("seed", [1, 2])

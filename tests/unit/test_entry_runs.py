@@ -181,3 +181,13 @@ def test_entries_below_the_highest_stored_are_single_entries_that_win(tmp_path: 
     assert store.get(7, 3) is None and store.scan(7, 0, 100, 10) == []
     assert store.last_entry(7) == -1 and store.get(8, 2) is not None
     store.close()
+
+
+def test_a_record_with_several_faults_is_named_by_the_first_one_checked():
+    """A payload past the end is named before a negative id, and a negative
+    id before a bad digest."""
+    with pytest.raises(RecordError, match="entry -1 claims 2 payload bytes; 1 remain"):
+        check_records(7, encode_record(-1, -1, 0, b"xy")[:-1], 65536)
+    with pytest.raises(RecordError, match="entry id -1 < 0") as info:
+        check_records(7, encode_record(-1, -1, 0, b"xy"), 65536)
+    assert info.value.digest is False

@@ -4,6 +4,10 @@ from bookie.quorum import (
     AckTracker,
     QuorumConfigError,
     check_quorums,
+    entries_by_index,
+    first_unconfirmed,
+    recovery_scan,
+    replicas_to_ask,
     stripe,
     stripe_offsets,
     write_set,
@@ -125,3 +129,62 @@ def test_stripe_slices_give_each_bookie_exactly_its_write_sets_entries(e, qw):
             # stripe() gives the same share in entry order (from a list or a range)
             assert stripe(run, first, e, qw, index) == expected, (first, index)
             assert stripe(range(first, first + 17), first, e, qw, index) == expected
+
+
+def test_entries_by_index_gives_each_bookie_the_entries_of_its_write_sets():
+    # E=3, Qw=2: entry e goes to e % 3 and (e + 1) % 3.
+    assert entries_by_index([4, 5, 6], 3, 2) == {1: [4, 6], 2: [4, 5], 0: [5, 6]}
+    assert entries_by_index(range(3), 2, 2) == {0: [0, 1, 2], 1: [0, 1, 2]}
+    assert entries_by_index([], 3, 2) == {}
+
+
+@pytest.mark.parametrize(
+    ("entries", "acked", "e", "qw", "qa", "expected"),
+    [
+        ([0, 1, 2], {0, 1, 2}, 3, 2, 2, None),  # every bookie stored its request
+        ([0, 1, 2], {0, 1}, 3, 2, 2, (1, 1)),  # entry 1 is on {1, 2}: one ack
+        ([0, 1, 2], {0, 1}, 3, 2, 1, None),  # one ack is enough with Qa=1
+        ([3, 4], {1}, 3, 3, 2, (3, 1)),  # Qw = E: every entry has index 1 only
+        ([5], set(), 1, 1, 1, (5, 0)),
+    ],
+)
+def test_first_unconfirmed_names_the_first_entry_short_of_qa(entries, acked, e, qw, qa, expected):
+    assert first_unconfirmed(entries, acked, e, qw, qa) == expected
+
+
+@pytest.mark.parametrize(
+    ("attempts", "e", "qw", "asks", "exhausted"),
+    [
+        # First tries: each entry from the first bookie of its write set.
+        ({0: 0, 1: 0, 2: 0}, 3, 2, {0: [0], 1: [1], 2: [2]}, []),
+        # Entry 1 failed once: its second replica (index 2) next.
+        ({1: 1, 2: 0}, 3, 2, {2: [1, 2]}, []),
+        # Entry 1 failed on both replicas: nothing left to ask.
+        ({1: 2, 2: 1}, 3, 2, {0: [2]}, [1]),
+        ({0: 0, 1: 0}, 1, 1, {0: [0, 1]}, []),
+        ({0: 1}, 1, 1, {}, [0]),
+    ],
+)
+def test_replicas_to_ask_walks_each_write_set_in_order(attempts, e, qw, asks, exhausted):
+    assert replicas_to_ask(attempts, e, qw) == (asks, exhausted)
+
+
+@pytest.mark.parametrize(
+    ("qw", "qa", "found", "no_entry", "expected"),
+    [
+        # Entries 10..13 asked: 10 and 11 held somewhere, 12 lacked by Qw-Qa+1 = 1.
+        (2, 2, {10, 11}, {12: 1, 13: 2}, (2, "MISSING")),
+        # 12 lacked by one bookie only, where 2 must say so: cannot decide.
+        (3, 2, {10, 11}, {12: 1}, (2, "UNKNOWN")),
+        # Every entry held: read on.
+        (2, 2, {10, 11, 12, 13}, {}, (4, "FOUND")),
+        # A copy wins over negatives (it may have been confirmed).
+        (2, 2, {10}, {10: 1, 11: 1}, (1, "MISSING")),
+        # Nothing past the LAC, nobody answered.
+        (1, 1, set(), {}, (0, "UNKNOWN")),
+    ],
+)
+def test_recovery_scan_keeps_entries_until_one_is_missing_or_unknown(
+    qw, qa, found, no_entry, expected
+):
+    assert recovery_scan([10, 11, 12, 13], found, no_entry, qw, qa) == expected

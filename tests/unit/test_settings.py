@@ -5,8 +5,9 @@ import pytest
 
 from bookie.settings import BookieSettings
 from broker.settings import BrokerSettings
+from broker.settings_doc import render_markdown
 from metastore.settings import MetastoreSettings
-from protos.settings import SettingsError, load_settings
+from protos.settings import SettingsError, _coerce, load_settings, setting
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,3 +56,41 @@ def test_every_setting_is_documented_with_its_default(cls, section):
             else str(default)
         )
         assert f"| `{field.name}` | `{shown}` |" in table, f"{section}.{field.name} not in docs"
+
+
+@pytest.mark.parametrize(
+    ("typ", "raw", "value"),
+    [
+        (bool, "yes", True),
+        (bool, "ON", True),
+        (bool, "0", False),
+        (bool, "off", False),
+        (bool, False, False),
+        (int, "42", 42),
+        (int, 7, 7),
+        (float, "1.5", 1.5),
+        (str, 12, "12"),
+        (list[str], ["a"], ["a"]),  # a type without a converter takes the value as is
+    ],
+)
+def test_values_become_the_type_of_their_setting(typ, raw, value):
+    assert _coerce("x", typ, raw, "test") == value
+
+
+@pytest.mark.parametrize(("typ", "raw"), [(bool, "perhaps"), (bool, 1), (int, True), (int, "1.5")])
+def test_values_that_are_not_of_the_settings_type_are_refused(typ, raw):
+    with pytest.raises(SettingsError, match=f"'x' from test: {raw!r} is not a valid"):
+        _coerce("x", typ, raw, "test")
+
+
+def test_the_settings_reference_shows_each_default_as_toml_would():
+    @dataclasses.dataclass
+    class Example:
+        flag: bool = setting(True, "A flag.")
+        name: str = setting("n", "A name.")
+        size: int = setting(3, "A size.")
+
+    page = render_markdown([("example", Example, "Intro.")])
+    assert "## [example]\n\nIntro.\n\n| setting | default | meaning |\n|---|---|---|\n" in page
+    assert "| `flag` | `true` | A flag. |\n| `name` | `'n'` | A name. |\n" in page
+    assert page.endswith("| `size` | `3` | A size. |\n")

@@ -1,0 +1,42 @@
+import pytest
+
+from metastore.cluster_layout import ClusterLayout
+from metastore.settings import MetastoreSettings
+
+PEERS = "1=h1:2379:2380, 2=h2:2479:2480,3=h3:2579:2580"
+
+
+def test_a_node_finds_itself_and_its_partners_in_the_peer_list():
+    layout = ClusterLayout.from_settings(MetastoreSettings(node_id="2", peers=PEERS), 0, 0)
+    assert (layout.node_id, layout.client_address, layout.raft_address) == (
+        "2",
+        "h2:2479",
+        "h2:2480",
+    )
+    assert layout.partners == ["h1:2380", "h3:2580"]
+    # A follower names the leader's client address from its Raft address.
+    assert layout.client_of_raft == {
+        "h1:2380": "h1:2379",
+        "h2:2480": "h2:2479",
+        "h3:2580": "h3:2579",
+    }
+
+
+def test_no_peers_is_a_one_node_cluster_on_the_given_ports():
+    layout = ClusterLayout.from_settings(MetastoreSettings(host="127.0.0.1", peers=""), 7000, 7001)
+    assert layout.client_address == "127.0.0.1:7000" and layout.raft_address == "127.0.0.1:7001"
+    assert layout.partners == [] and layout.client_of_raft == {"127.0.0.1:7001": "127.0.0.1:7000"}
+
+
+@pytest.mark.parametrize(
+    ("node_id", "peers", "message"),
+    [
+        ("1", "1=h1:2379", "expected ID=HOST:CLIENT_PORT:RAFT_PORT"),
+        ("1", "1=h1:x:2380", "expected ID=HOST:CLIENT_PORT:RAFT_PORT"),
+        ("1", "h1:2379:2380", "expected ID=HOST:CLIENT_PORT:RAFT_PORT"),
+        ("4", PEERS, "node_id '4' is not one of the peers"),
+    ],
+)
+def test_a_bad_peer_list_is_refused_with_what_was_expected(node_id, peers, message):
+    with pytest.raises(ValueError, match=message):
+        ClusterLayout.from_settings(MetastoreSettings(node_id=node_id, peers=peers), 0, 0)
