@@ -12,7 +12,7 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -177,7 +177,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         self.committer.submit(write, n, size, done)
         return fut
 
-    async def AddEntries(self, request_iterator, context):  # type: ignore[no-untyped-def]
+    async def AddEntries(
+        self, request_iterator: AsyncIterator[AddRequestView], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bookie_pb2.AddResponse]:
         pending: asyncio.Queue = asyncio.Queue(maxsize=self.settings.max_pending_adds_per_stream)
 
         async def read_requests() -> None:
@@ -199,7 +201,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- reads
 
-    async def ReadEntry(self, request, context):  # type: ignore[no-untyped-def]
+    async def ReadEntry(
+        self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.ReadEntryResponse:
         got = await self.loop.run_in_executor(
             self.readers, self.store.get, request.ledger_id, request.entry_id
         )
@@ -223,7 +227,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             entry_id=request.entry_id, lac=lac, digest=digest, payload=payload
         )
 
-    async def ReadRange(self, request, context):  # type: ignore[no-untyped-def]
+    async def ReadRange(
+        self, request: bookie_pb2.ReadRangeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bookie_pb2.ReadRangeResponse]:
         if request.first_entry_id < 0 or request.last_entry_id < request.first_entry_id:
             yield bookie_pb2.ReadRangeResponse(
                 error=error(
@@ -278,7 +284,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             yield resp
             first = expected  # after a hole, the next pass reports it
 
-    async def ReadLac(self, request, context):  # type: ignore[no-untyped-def]
+    async def ReadLac(
+        self, request: bookie_pb2.ReadLacRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.ReadLacResponse:
         state = self.store.ledger_state(request.ledger_id)
         if request.fence:
             if state.master_key is not None and state.master_key != request.master_key:
@@ -310,7 +318,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         )
         return bookie_pb2.ReadLacResponse(lac=state.lac, last_entry_id=last, fenced=state.fenced)
 
-    async def ReadEntries(self, request, context):  # type: ignore[no-untyped-def]
+    async def ReadEntries(
+        self, request: bookie_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bookie_pb2.ReadRangeResponse]:
         ids = list(request.entry_ids)
         if len(ids) > self.settings.max_entries_per_read_request or any(e < 0 for e in ids):
             yield bookie_pb2.ReadRangeResponse(
@@ -346,7 +356,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             READ_LATENCY.observe(time.perf_counter() - started)
             yield resp
 
-    async def DeleteLedger(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteLedger(
+        self, request: bookie_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.DeleteLedgerResponse:
         state = self.store.ledger_state(request.ledger_id)
         if state.master_key is not None and state.master_key != request.master_key:
             return bookie_pb2.DeleteLedgerResponse(
@@ -360,7 +372,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         log.info("deleted ledger %d (existed: %s)", request.ledger_id, existed)
         return bookie_pb2.DeleteLedgerResponse(existed=existed)
 
-    async def Stats(self, request, context):  # type: ignore[no-untyped-def]
+    async def Stats(
+        self, request: bookie_pb2.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.StatsResponse:
         entries, size = self.store.size_estimate()
         usage = shutil.disk_usage(self.store.path)
         ledgers = await self.loop.run_in_executor(self.readers, self.store.ledger_count, 10_000_000)

@@ -30,6 +30,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -190,7 +191,7 @@ class MetastoreClient:
             i = self.addresses.index(failed) if failed in self.addresses else -1
             self._current = self.addresses[(i + 1) % len(self.addresses)]
 
-    async def _call(self, name: str, request):  # type: ignore[no-untyped-def]
+    async def _call(self, name: str, request: Any) -> Any:
         deadline = time.monotonic() + self.timeout_s
         delay = self.backoff_initial_s
         why = ""

@@ -219,7 +219,7 @@ class MetastoreNode(SyncObj):
     # on every replica, in log order.
 
     @replicated
-    def apply(self, request_id: bytes, op: str, *args: Any):  # type: ignore[no-untyped-def]
+    def apply(self, request_id: bytes, op: str, *args: Any) -> Any:
         result = self.store.apply(request_id, op, *args)
         if self._on_apply is not None:
             self._on_apply()

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     # ---------------------------------------------------------------- reads
 
-    async def Get(self, request, context):  # type: ignore[no-untyped-def]
+    async def Get(
+        self, request: metastore_pb2.GetRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.GetResponse:
         OPS.labels("get").inc()
         bad = self._check_key(request.key) or await self.leadership.ready()
         if bad:
@@ -115,7 +118,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             found=True, revision=revision, record=_record(request.key, record)
         )
 
-    async def Children(self, request, context):  # type: ignore[no-untyped-def]
+    async def Children(
+        self, request: metastore_pb2.ChildrenRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.ChildrenResponse:
         OPS.labels("children").inc()
         bad = self._check_key(request.path) if request.path != "/" else None
         bad = bad or await self.leadership.ready()
@@ -123,7 +128,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             return metastore_pb2.ChildrenResponse(error=bad)
         return metastore_pb2.ChildrenResponse(names=self.node.store.children(request.path))
 
-    async def List(self, request, context):  # type: ignore[no-untyped-def]
+    async def List(
+        self, request: metastore_pb2.ListRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.ListResponse:
         OPS.labels("list").inc()
         if not request.prefix.startswith("/"):
             return metastore_pb2.ListResponse(
@@ -139,7 +146,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             records=[_record(k, r) for k, r in rows], revision=revision, more=more
         )
 
-    async def Status(self, request, context):  # type: ignore[no-untyped-def]
+    async def Status(
+        self, request: metastore_pb2.StatusRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.StatusResponse:
         st = self.node.status()
         leader = self.layout.client_of_raft.get(self.node.leader_address or "", "")
         return metastore_pb2.StatusResponse(
@@ -155,7 +164,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     # ---------------------------------------------------------------- writes
 
-    async def Put(self, request, context):  # type: ignore[no-untyped-def]
+    async def Put(
+        self, request: metastore_pb2.PutRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.PutResponse:
         OPS.labels("put").inc()
         bad = self._check_key(request.key) or self._check_value(request.key, request.value)
         if bad:
@@ -181,7 +192,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         code, msg, version, revision = result
         return metastore_pb2.PutResponse(error=error(code, msg), version=version, revision=revision)
 
-    async def Delete(self, request, context):  # type: ignore[no-untyped-def]
+    async def Delete(
+        self, request: metastore_pb2.DeleteRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.DeleteResponse:
         OPS.labels("delete").inc()
         bad = self._check_key(request.key)
         if bad:
@@ -197,7 +210,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             error=error(code, msg), deleted=bool(deleted), revision=revision
         )
 
-    async def Increment(self, request, context):  # type: ignore[no-untyped-def]
+    async def Increment(
+        self, request: metastore_pb2.IncrementRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.IncrementResponse:
         OPS.labels("increment").inc()
         bad = self._check_key(request.key)
         if bad:
@@ -210,7 +225,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         code, msg, value, _ = result
         return metastore_pb2.IncrementResponse(error=error(code, msg), value=value)
 
-    async def Txn(self, request, context):  # type: ignore[no-untyped-def]
+    async def Txn(
+        self, request: metastore_pb2.TxnRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.TxnResponse:
         OPS.labels("txn").inc()
         compares: list[tuple[str, int, int, bytes]] = []
         ops: list[tuple[int, str, bytes, int]] = []
@@ -245,7 +262,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     # ---------------------------------------------------------------- watches
 
-    async def Watch(self, request, context):  # type: ignore[no-untyped-def]
+    async def Watch(
+        self, request: metastore_pb2.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[metastore_pb2.WatchResponse]:
         OPS.labels("watch").inc()
         if not request.prefix.startswith("/"):
             yield metastore_pb2.WatchResponse(
@@ -295,7 +314,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     # ---------------------------------------------------------------- sessions
 
-    async def CreateSession(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateSession(
+        self, request: metastore_pb2.CreateSessionRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.CreateSessionResponse:
         OPS.labels("create_session").inc()
         lo, hi = self.settings.min_session_ttl_ms, self.settings.max_session_ttl_ms
         if not lo <= request.ttl_ms <= hi:
@@ -317,7 +338,11 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             error=error(code, msg), session_id=session_id, ttl_ms=request.ttl_ms
         )
 
-    async def KeepAlive(self, request_iterator, context):  # type: ignore[no-untyped-def]
+    async def KeepAlive(
+        self,
+        request_iterator: AsyncIterator[metastore_pb2.KeepAliveRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[metastore_pb2.KeepAliveResponse]:
         peer = context.peer()
         streams = self._kept_alive.setdefault(peer, [])
         mine: set[int] = set()
@@ -358,7 +383,9 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             if not streams:
                 self._kept_alive.pop(peer, None)
 
-    async def CloseSession(self, request, context):  # type: ignore[no-untyped-def]
+    async def CloseSession(
+        self, request: metastore_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.CloseSessionResponse:
         OPS.labels("close_session").inc()
         _, err = await self.leadership.write(request.request_id, "end_session", request.session_id)
         if err is not None:

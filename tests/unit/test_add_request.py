@@ -5,13 +5,14 @@ agrees with the generated parser on every input, well formed or not."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 from google.protobuf.message import DecodeError
 
 from protos import bookie_pb2, bookie_pb2_grpc, serving
-from protos.add_request import decode_add_request, encode_add_request, varint
+from protos.add_request import AddRequestView, decode_add_request, encode_add_request, varint
 from protos.digest import pack_record
 
 RECORDS = [pack_record(42, e, e - 1, bytes([e]) * (e * 37)) for e in range(5)]
@@ -111,12 +112,16 @@ def test_a_servicer_registered_with_its_own_request_decoding_gets_it():
     seen: list[object] = []
 
     class Bookie(bookie_pb2_grpc.BookieServicer):
-        async def AddEntries(self, requests, context):  # type: ignore[no-untyped-def]
+        async def AddEntries(
+            self, requests: AsyncIterator[AddRequestView], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[bookie_pb2.AddResponse]:
             async for req in requests:
                 seen.append(req)
                 yield bookie_pb2.AddResponse(request_id=req.request_id)
 
-        async def Stats(self, request, context):  # type: ignore[no-untyped-def]
+        async def Stats(
+            self, request: bookie_pb2.StatsRequest, context: grpc.aio.ServicerContext
+        ) -> bookie_pb2.StatsResponse:
             seen.append(request)
             return bookie_pb2.StatsResponse(ledgers=5)
 

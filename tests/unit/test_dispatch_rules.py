@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
 from broker.consumer import Consumer, Deliveries
 from broker.dispatch_rules import (
@@ -14,6 +15,7 @@ from broker.dispatch_rules import (
     KeySharedRule,
     Room,
     RoundRobin,
+    Rule,
     SharedRule,
     SingleActiveRule,
     active_consumer,
@@ -49,7 +51,9 @@ def test_the_active_consumer():
         assert got == expected, (joined, partition)
 
 
-def _sub(topic: str, sub_type: SubscriptionType, persistent: bool = True, **settings):  # type: ignore[no-untyped-def]
+def _sub(
+    topic: str, sub_type: SubscriptionType, persistent: bool = True, **settings: Any
+) -> Subscription:
     cursor = SimpleNamespace(rewind=lambda: None, is_acked=lambda pos: False)
     t = SimpleNamespace(
         settings=replace(BrokerSettings(), **settings),
@@ -100,7 +104,9 @@ def test_shared_rounds():
         assert got == expected, (consumers, entries)
 
 
-def _receivers(messages: list[int], rule, room, slots: list[int] | None = None) -> list:  # type: ignore[no-untyped-def]
+def _receivers(
+    messages: list[int], rule: Rule[str], room: Room[str], slots: list[int] | None = None
+) -> list[str | None]:
     slots = slots or [0] * len(messages)
     cands = [Candidate(i, s, n) for i, (s, n) in enumerate(zip(slots, messages, strict=True))]
     out = assign(cands, rule, room)

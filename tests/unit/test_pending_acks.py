@@ -57,7 +57,9 @@ def test_pending_acks_steps():
             assert {p: pending.redelivery_count(p) for p in pending._counts} == counts, action
 
 
-def _apply(pending: PendingAcks[str], acked: set, action: str, consumer, arg) -> None:  # type: ignore[no-untyped-def]
+def _apply(
+    pending: PendingAcks[str], acked: set[tuple[int, int]], action: str, consumer: Any, arg: Any
+) -> None:
     if action == "join":
         pending.add_consumer(consumer)
     elif action == "deliver":

@@ -10,6 +10,8 @@ checks the numbers themselves.
 
 from __future__ import annotations
 
+from typing import Any
+
 from client.message import PendingMessage, build_entry
 from protos import common_pb2
 from protos.entry import split_entry
@@ -64,7 +66,7 @@ SINGLE_MESSAGE_FIELDS: list[tuple[dict, bytes]] = [
 ]
 
 
-def _all_set(cls: type, fields: list[tuple[dict, bytes]]):  # type: ignore[no-untyped-def]
+def _all_set(cls: type, fields: list[tuple[dict, bytes]]) -> Any:
     kwargs: dict = {}
     for setting, _ in fields:
         kwargs.update(setting)
