@@ -10,7 +10,7 @@ import grpc
 
 from client.exceptions import ConnectError, InvalidUrl, MagnetarError, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
-from protos import broker_pb2, broker_pb2_grpc, common_pb2, serving
+from protos import broker_pb2, broker_pb2_grpc, channel, common_pb2
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Connection:
         self.address = address
         self.connection_timeout_s = connection_timeout_ms / 1000
         self.channel = grpc.aio.insecure_channel(
-            address, options=serving.grpc_options(serving.MAX_GRPC_MESSAGE_BYTES)
+            address, options=channel.grpc_options(channel.MAX_GRPC_MESSAGE_BYTES)
         )
         self.stub = broker_pb2_grpc.BrokerStub(self.channel)
         self._ready = False
