@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -30,22 +29,19 @@ from client._connection import (
     call_in_loop,
     retry_with_backoff,
 )
+from client._consumer_options import ConsumerOptions, id_data_of, subscribe_request
 from client._producer import from_wire_or
 from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
     ConsumerType,
     InitialPosition,
-    KeySharedMode,
-    RegexSubscriptionMode,
-    SubscriptionMode,
 )
 from client.exceptions import (
     AlreadyClosed,
     ConnectError,
     ConsumerBusy,
     CumulativeAcknowledgementNotAllowedError,
-    InvalidConfiguration,
     MagnetarError,
     ServiceUnitNotReady,
     Timeout,
@@ -55,149 +51,16 @@ from client.message import Message, is_chunk, unpack_split
 from client.policies import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
-    ConsumerKeySharedPolicy,
-    MultiplierRedeliveryBackoff,
 )
 from client.redelivery import AckTimeoutTracker, NegativeAckTracker
 from protos import broker_pb2, common_pb2
 from protos.entry import split_entry
-from protos.message_id import MessageId, id_data, id_fields
+from protos.message_id import MessageId, id_fields
 
 log = logging.getLogger(__name__)
 
 ACK_GROUP_TIME_S = 0.1
 ACK_GROUP_MAX = 1000
-
-_SUB_TYPES = {
-    ConsumerType.Exclusive: broker_pb2.EXCLUSIVE,
-    ConsumerType.Shared: broker_pb2.SHARED,
-    ConsumerType.Failover: broker_pb2.FAILOVER,
-    ConsumerType.KeyShared: broker_pb2.KEY_SHARED,
-}
-
-
-@dataclass
-class ConsumerOptions:
-    consumer_type: ConsumerType = ConsumerType.Exclusive
-    receiver_queue_size: int = 1000
-    consumer_name: str | None = None
-    initial_position: InitialPosition = InitialPosition.Latest
-    subscription_mode: SubscriptionMode = SubscriptionMode.Durable
-    priority_level: int = 0
-    key_shared_policy: ConsumerKeySharedPolicy | None = None
-    # Readers: where to start (None = initial_position).
-    start_message_id: MessageId | None = None
-    start_message_id_inclusive: bool = False
-    # Regex subscriptions.
-    pattern_auto_discovery_period: float = 60
-    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
-    # Client-side redelivery.
-    negative_ack_redelivery_delay_ms: int = 60000
-    negative_ack_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
-    unacked_messages_timeout_ms: int | None = None
-    ack_timeout_tick_time_ms: int = 1000
-    ack_timeout_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
-    dead_letter_policy: ConsumerDeadLetterPolicy | None = None
-    batch_receive_policy: ConsumerBatchReceivePolicy | None = None
-    batch_index_ack_enabled: bool = False
-    # Chunked messages.
-    max_pending_chunked_message: int = 10
-    auto_ack_oldest_chunked_message_on_queue_full: bool = False
-    expire_time_of_incomplete_chunked_message_ms: int = 60000
-
-    def validate(self) -> None:
-        if self.max_pending_chunked_message < 1:
-            raise InvalidConfiguration(
-                f"max_pending_chunked_message is {self.max_pending_chunked_message}; it must be >= 1"
-            )
-        if self.expire_time_of_incomplete_chunked_message_ms < 1:
-            raise InvalidConfiguration(
-                "expire_time_of_incomplete_chunked_message_ms must be >= 1, not "
-                f"{self.expire_time_of_incomplete_chunked_message_ms}"
-            )
-        if (
-            not isinstance(self.negative_ack_redelivery_delay_ms, int)
-            or self.negative_ack_redelivery_delay_ms < 0
-        ):
-            raise InvalidConfiguration(
-                f"negative_ack_redelivery_delay_ms is {self.negative_ack_redelivery_delay_ms!r}; "
-                "it must be an int >= 0"
-            )
-        for name in ("negative_ack_redelivery_backoff", "ack_timeout_redelivery_backoff"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, MultiplierRedeliveryBackoff):
-                raise InvalidConfiguration(f"{name} must be a MultiplierRedeliveryBackoff")
-        timeout = self.unacked_messages_timeout_ms
-        if timeout is not None and (not isinstance(timeout, int) or timeout < 1000):
-            raise InvalidConfiguration(
-                f"unacked_messages_timeout_ms is {timeout!r}; it must be >= 1000 (or None: off)"
-            )
-        if not isinstance(self.ack_timeout_tick_time_ms, int) or self.ack_timeout_tick_time_ms < 1:
-            raise InvalidConfiguration(
-                f"ack_timeout_tick_time_ms is {self.ack_timeout_tick_time_ms!r}; it must be >= 1"
-            )
-        if self.dead_letter_policy is not None and not isinstance(
-            self.dead_letter_policy, ConsumerDeadLetterPolicy
-        ):
-            raise InvalidConfiguration("dead_letter_policy must be a ConsumerDeadLetterPolicy")
-        if self.batch_receive_policy is not None and not isinstance(
-            self.batch_receive_policy, ConsumerBatchReceivePolicy
-        ):
-            raise InvalidConfiguration("batch_receive_policy must be a ConsumerBatchReceivePolicy")
-        if not isinstance(self.pattern_auto_discovery_period, int | float) or not (
-            self.pattern_auto_discovery_period > 0
-        ):
-            raise InvalidConfiguration(
-                f"pattern_auto_discovery_period is {self.pattern_auto_discovery_period!r}; it "
-                "must be a number of seconds > 0"
-            )
-        if not isinstance(self.regex_subscription_mode, RegexSubscriptionMode):
-            raise InvalidConfiguration(
-                f"regex_subscription_mode {self.regex_subscription_mode!r} is not a "
-                "RegexSubscriptionMode"
-            )
-        if not isinstance(self.priority_level, int) or self.priority_level < 0:
-            raise InvalidConfiguration(
-                f"priority_level is {self.priority_level!r}; it must be an int >= 0 "
-                "(0 = the highest priority)"
-            )
-        if self.receiver_queue_size < 1:
-            raise InvalidConfiguration(
-                f"receiver_queue_size is {self.receiver_queue_size}; it must be >= 1"
-            )
-        if not isinstance(self.consumer_type, ConsumerType):
-            raise InvalidConfiguration(
-                f"consumer_type {self.consumer_type!r} is not a ConsumerType"
-            )
-        if self.key_shared_policy is not None:
-            if not isinstance(self.key_shared_policy, ConsumerKeySharedPolicy):
-                raise InvalidConfiguration(
-                    f"key_shared_policy {self.key_shared_policy!r} is not a ConsumerKeySharedPolicy"
-                )
-            if self.consumer_type != ConsumerType.KeyShared:
-                raise InvalidConfiguration(
-                    f"key_shared_policy is for ConsumerType.KeyShared, not {self.consumer_type.name}"
-                )
-        if not isinstance(self.initial_position, InitialPosition):
-            raise InvalidConfiguration(
-                f"initial_position {self.initial_position!r} is not an InitialPosition"
-            )
-
-
-def _key_shared_meta(policy: ConsumerKeySharedPolicy | None) -> broker_pb2.KeySharedMeta:
-    if policy is None:
-        return broker_pb2.KeySharedMeta()
-    ranges = policy.sticky_ranges()
-    return broker_pb2.KeySharedMeta(
-        mode=(
-            broker_pb2.STICKY
-            if policy.key_shared_mode() == KeySharedMode.Sticky
-            else broker_pb2.AUTO_SPLIT
-        ),
-        allow_out_of_order_delivery=policy.allow_out_of_order_delivery(),
-        range_starts=[r[0] for r in ranges],
-        range_ends=[r[1] for r in ranges],
-    )
 
 
 class ConsumerEngine:
@@ -280,24 +143,7 @@ class ConsumerEngine:
         if self._started and self.last_dequeued is not None:
             start, inclusive = self.last_dequeued, False  # a reader resumes after what it read
         await call.write(
-            broker_pb2.ConsumerRequest(
-                subscribe=broker_pb2.Subscribe(
-                    topic=self.topic,
-                    subscription=self.subscription,
-                    sub_type=_SUB_TYPES[self.opts.consumer_type],  # type: ignore[arg-type]
-                    initial_position=(
-                        broker_pb2.EARLIEST
-                        if self.opts.initial_position == InitialPosition.Earliest
-                        else broker_pb2.LATEST
-                    ),
-                    consumer_name=self.name,
-                    durable=self.opts.subscription_mode == SubscriptionMode.Durable,
-                    priority_level=self.opts.priority_level,
-                    start_message_id=_id_data(start),
-                    start_message_id_inclusive=inclusive,
-                    key_shared=_key_shared_meta(self.opts.key_shared_policy),
-                )
-            )
+            subscribe_request(self.opts, self.topic, self.subscription, self.name, start, inclusive)
         )
         resp = await call.read()
         if resp is grpc.aio.EOF:
@@ -872,7 +718,7 @@ class ConsumerEngine:
         await self.flush_acks()
         seek = broker_pb2.Seek()
         if isinstance(target, MessageId):
-            seek.message_id.CopyFrom(_id_data(target))
+            seek.message_id.CopyFrom(id_data_of(target))
             if target.batch_index() >= 0 and target.ledger_id() >= 0:
                 self._skip_before = target
                 self._skip_inclusive = True  # seek: the target is the next message
@@ -953,12 +799,6 @@ def _skip_acked(messages: list[Message], mask: int) -> list[Message]:
 
 # Failures while subscribing again that mean "try again in a moment".
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
-
-
-def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:
-    if mid is None:
-        return None
-    return id_data(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())
 
 
 async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from client._connection import Connection, Connections, parse_service_url
-from client._consumer import ConsumerEngine, ConsumerOptions, batch_receive_async, has_available
+from client._consumer import ConsumerEngine, batch_receive_async, has_available
+from client._consumer_options import ConsumerOptions
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
