@@ -4,7 +4,7 @@ Theory of operation. The broker pushes entries against permits; the engine
 unpacks them into messages and queues them (up to ``receiver_queue_size``,
 the permits it granted). Each message taken by the application frees a
 permit; once half the queue has been taken the permits go back to the broker
-in one ``Flow``. Acknowledgements are grouped for up to
+in one ``Flow`` (``_receiver_queue.py``). Acknowledgements are grouped for up to
 ``ACK_GROUP_TIME_S`` and sent as one ``Ack`` per type; ``close()`` sends what
 is left first. A batch entry is acknowledged to the broker only when all its
 messages are.
@@ -13,7 +13,6 @@ messages are.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import threading
 import time
@@ -31,6 +30,7 @@ from client._connection import (
 )
 from client._consumer_options import ConsumerOptions, id_data_of, subscribe_request
 from client._producer import from_wire_or
+from client._receiver_queue import ReceiverQueue
 from client.chunks import Assembled, ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
@@ -83,7 +83,7 @@ class ConsumerEngine:
         self.name = options.consumer_name or ""
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
-        self._incoming: collections.deque[Message] = collections.deque()
+        self._incoming: ReceiverQueue[Message] = ReceiverQueue(options.receiver_queue_size)
         self._async_waiter: asyncio.Future | None = None
         self._request_result: asyncio.Future | None = None
         self._request_lock = asyncio.Lock()
@@ -94,13 +94,11 @@ class ConsumerEngine:
         if start is not None and start.batch_index() >= 0 and start.ledger_id() >= 0:
             self._skip_before = start
         self.last_dequeued: MessageId | None = None
-        self._taken_since_flow = 0
         self._individual: list[tuple[int, int]] = []
         # Batch-index acks not sent yet: entry -> (batch size, acked indexes).
         self._batch_acks: dict[tuple[int, int], tuple[int, set[int]]] = {}
         self._cumulative: tuple[int, int] | None = None
         self._ack_flush_scheduled = False
-        self._flow_scheduled = False
         self.closed = False
         self.failure: MagnetarError | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -255,8 +253,7 @@ class ConsumerEngine:
         if self._call is not None:
             self._call.cancel()
         with self._arrived:
-            self._incoming.clear()
-            self._taken_since_flow = 0
+            self._incoming.restart()
 
         async def attempt() -> None:
             await self._open_stream()
@@ -328,7 +325,7 @@ class ConsumerEngine:
                     kept.append(m)
             messages = kept
         with self._arrived:
-            self._incoming.extend(messages)
+            self._incoming.put(messages)
             self._arrived.notify_all()
         waiter = self._async_waiter
         if waiter is not None and not waiter.done():
@@ -426,16 +423,11 @@ class ConsumerEngine:
         if n <= 0:
             return
         with self._lock:
-            self._permits_used_locked(n)
+            self._grant(self._incoming.release(n))
 
-    def _permits_used_locked(self, n: int) -> None:
-        """Count ``n`` messages out of the queue; once half of it is out, the
-        permits go back to the broker in one Flow."""
-        self._taken_since_flow += n
-        if self._taken_since_flow < max(1, self.opts.receiver_queue_size // 2):
-            return
-        permits, self._taken_since_flow = self._taken_since_flow, 0
-        call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
+    def _grant(self, permits: int) -> None:
+        if permits:
+            call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failure = exc
@@ -451,7 +443,7 @@ class ConsumerEngine:
         """A queued message, or None at once (multi-topic consumers poll)."""
         with self._lock:
             self._check()
-            return self._took(self._incoming.popleft()) if self._incoming else None
+            return self._take_locked() if self._incoming else None
 
     # ------------------------------------------------------------ receiving
 
@@ -461,13 +453,14 @@ class ConsumerEngine:
         if self.failure is not None:
             raise self.failure
 
-    def _took(self, msg: Message) -> Message:
+    def _take_locked(self) -> Message:
+        msg, permits = self._incoming.take()
         self.last_dequeued = msg.message_id()
         if self._ack_timeouts is not None:
             backoff = self.opts.ack_timeout_redelivery_backoff
             extra_s = backoff.next(msg.redelivery_count()) / 1000 if backoff else 0.0
             self._ack_timeouts.taken(msg.message_id().position, time.monotonic(), extra_s)
-        self._permits_used_locked(1)
+        self._grant(permits)
         return msg
 
     async def _send_flow(self, permits: int) -> None:
@@ -482,7 +475,7 @@ class ConsumerEngine:
             while True:
                 self._check()
                 if self._incoming:
-                    return self._took(self._incoming.popleft())
+                    return self._take_locked()
                 if deadline is None:
                     self._arrived.wait(0.5)
                     continue
@@ -497,7 +490,7 @@ class ConsumerEngine:
             with self._lock:
                 self._check()
                 if self._incoming:
-                    return self._took(self._incoming.popleft())
+                    return self._take_locked()
             self._async_waiter = self.loop.create_future()
             try:
                 if deadline is None:
@@ -689,8 +682,7 @@ class ConsumerEngine:
         self._check()
         await self.flush_acks()
         with self._arrived:
-            dropped = len(self._incoming)
-            self._incoming.clear()
+            dropped = self._incoming.drop_all()
             self._nacks.clear()
             if self._ack_timeouts is not None:
                 self._ack_timeouts.clear()
@@ -728,8 +720,7 @@ class ConsumerEngine:
             raise TypeError(f"seek takes a MessageId or a publish time in ms, not {target!r}")
         await self._request(broker_pb2.ConsumerRequest(seek=seek), timeout_s)
         with self._arrived:
-            dropped = len(self._incoming)
-            self._incoming.clear()
+            dropped = self._incoming.drop_all()
         self.last_dequeued = None
         if dropped:
             await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))

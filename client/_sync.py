@@ -2,7 +2,8 @@
 
 Sends and receives do not hop threads per message: the producer batches in
 the caller's thread and wakes the loop once per batch, and received messages
-wait in a thread-safe queue (see ``_producer.py`` and ``_consumer.py``).
+wait in a thread-safe queue (see ``_producer.py``, ``_consumer.py`` and
+``_receiver_queue.py``).
 """
 
 from __future__ import annotations
