@@ -4,10 +4,11 @@ Theory of operation. The broker pushes entries against permits; the engine
 unpacks them into messages and queues them (up to ``receiver_queue_size``,
 the permits it granted). Each message taken by the application frees a
 permit; once half the queue has been taken the permits go back to the broker
-in one ``Flow`` (``_receiver_queue.py``). Acknowledgements are grouped for up to
-``ACK_GROUP_TIME_S`` and sent as one ``Ack`` per type; ``close()`` sends what
-is left first. A batch entry is acknowledged to the broker only when all its
-messages are.
+in one ``Flow`` (``_receiver_queue.py``). Acknowledgements are grouped
+(``_ack_grouping.py``: for up to ``ack_grouping_time_ms``, or until
+``ack_grouping_max_size`` are pending) and sent as one ``Ack`` per type;
+``close()`` sends what is left first. A batch entry is acknowledged to the
+broker only when all its messages are (or per index, with batch-index acks).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import grpc
 
+from client._ack_grouping import AckGroupingTracker, PendingAcks, ack_target, cumulative_position
 from client._connection import (
     RECONNECT_CODES,
     Connection,
@@ -59,8 +61,7 @@ from protos.message_id import MessageId, id_fields
 
 log = logging.getLogger(__name__)
 
-ACK_GROUP_TIME_S = 0.1
-ACK_GROUP_MAX = 1000
+_NO_CUMULATIVE_ACK = (ConsumerType.Shared, ConsumerType.KeyShared)
 
 
 class ConsumerEngine:
@@ -94,11 +95,9 @@ class ConsumerEngine:
         if start is not None and start.batch_index() >= 0 and start.ledger_id() >= 0:
             self._skip_before = start
         self.last_dequeued: MessageId | None = None
-        self._individual: list[tuple[int, int]] = []
-        # Batch-index acks not sent yet: entry -> (batch size, acked indexes).
-        self._batch_acks: dict[tuple[int, int], tuple[int, set[int]]] = {}
-        self._cumulative: tuple[int, int] | None = None
-        self._ack_flush_scheduled = False
+        self._acks = AckGroupingTracker(
+            options.ack_grouping_time_ms / 1000, options.ack_grouping_max_size
+        )
         self.closed = False
         self.failure: MagnetarError | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -369,8 +368,7 @@ class ConsumerEngine:
             return
         if self.opts.auto_ack_oldest_chunked_message_on_queue_full:
             with self._lock:
-                self._individual.extend(positions)
-                self._schedule_ack_flush_locked(False)
+                self._arm_ack_flush(self._acks.add_individual(positions, time.monotonic()))
             return
         # One request for everything dropped in this turn, in position order:
         # separate requests could come back in either order, and a later
@@ -410,8 +408,7 @@ class ConsumerEngine:
                 log.warning("%s: dead-lettering %s failed: %s", self.topic, pos, exc)
                 return
             with self._lock:
-                self._individual.append(pos)
-                self._schedule_ack_flush_locked(False)
+                self._arm_ack_flush(self._acks.add_individual([pos], time.monotonic()))
 
         self._release_permits(len(messages))
         task = self.loop.create_task(run())
@@ -513,109 +510,56 @@ class ConsumerEngine:
     def acknowledge(self, target: Message | MessageId) -> None:
         with self._lock:
             self._check()
-            if isinstance(target, Message):
-                batch = target._batch
-                mid = target.message_id()
-                if batch is not None and not batch.ack(mid.batch_index()):
-                    if self.opts.batch_index_ack_enabled:
-                        acked = self._batch_acks.setdefault(mid.position, (batch.size, set()))
-                        acked[1].add(mid.batch_index())
-                        self._schedule_ack_flush_locked(False)
-                    return
-            elif isinstance(target, MessageId):
-                mid = target
-            else:
-                raise TypeError(
-                    f"acknowledge takes a Message or MessageId, not {type(target).__name__}"
-                )
+            mid, batch = ack_target(target, "acknowledge")
+            now_s = time.monotonic()
+            if batch is not None and not batch.ack(mid.batch_index()):
+                if self.opts.batch_index_ack_enabled:
+                    self._arm_ack_flush(
+                        self._acks.add_batch_index(
+                            mid.position, batch.size, mid.batch_index(), now_s
+                        )
+                    )
+                return
             chunks = self._chunked.pop(mid.position, None)
-            if chunks:
-                self._individual.extend(chunks[:-1])  # a chunked message: all its chunks
-            self._individual.append(mid.position)
+            # A chunked message: all its chunks.
+            positions = [*chunks[:-1], mid.position] if chunks else [mid.position]
             self._nacks.acked(mid.position)
             if self._ack_timeouts is not None:
                 self._ack_timeouts.acked(mid.position)
-            self._schedule_ack_flush_locked(len(self._individual) >= ACK_GROUP_MAX)
+            self._arm_ack_flush(self._acks.add_individual(positions, now_s))
 
     def acknowledge_cumulative(self, target: Message | MessageId) -> None:
-        if self.opts.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+        if self.opts.consumer_type in _NO_CUMULATIVE_ACK:
             raise CumulativeAcknowledgementNotAllowedError(
                 f"cumulative acknowledgement is not allowed on a {self.opts.consumer_type.name} "
                 "subscription"
             )
         with self._lock:
             self._check()
-            if isinstance(target, Message):
-                mid = target.message_id()
-                batch = target._batch
-                if (
-                    batch is not None
-                    and not batch.ack_through(mid.batch_index())
-                    and batch.outstanding
-                ):
-                    # Part of a batch: everything before this entry is acknowledged.
-                    pos = (mid.ledger_id(), mid.entry_id() - 1)
-                else:
-                    pos = mid.position
-            elif isinstance(target, MessageId):
-                pos = target.position
-            else:
-                raise TypeError(
-                    f"acknowledge_cumulative takes a Message or MessageId, not {type(target).__name__}"
-                )
-            if self._cumulative is None or pos > self._cumulative:
-                self._cumulative = pos
-            self._schedule_ack_flush_locked(False)
+            pos = cumulative_position(target)
+            self._arm_ack_flush(self._acks.add_cumulative(pos, time.monotonic()))
 
-    def _schedule_ack_flush_locked(self, now: bool) -> None:
-        if self._ack_flush_scheduled and not now:
+    def _arm_ack_flush(self, delay_s: float | None) -> None:
+        """The flush timer the ack grouping tracker asked for (if any)."""
+        if delay_s is None:
             return
-        self._ack_flush_scheduled = True
-        delay = 0.0 if now else ACK_GROUP_TIME_S
 
         def arm() -> None:
-            self.loop.call_later(delay, lambda: self.loop.create_task(self.flush_acks()))
+            self.loop.call_later(delay_s, lambda: self.loop.create_task(self.flush_acks()))
 
         call_in_loop(self.loop, arm)
 
     async def flush_acks(self) -> None:
         with self._lock:
-            individual, self._individual = self._individual, []
-            cumulative, self._cumulative = self._cumulative, None
-            batch_acks, self._batch_acks = self._batch_acks, {}
-            self._ack_flush_scheduled = False
+            acks = self._acks.take()
         if self._call is None:
             return
         try:
-            if individual or batch_acks:
-                ack = broker_pb2.Ack(ack_type=broker_pb2.INDIVIDUAL)
-                ack.ledger_ids.extend(p[0] for p in individual)
-                ack.entry_ids.extend(p[1] for p in individual)
-                done = set(individual)
-                for pos, (size, indexes) in batch_acks.items():
-                    if pos not in done:
-                        ack.batch_acks.add(
-                            ledger_id=pos[0],
-                            entry_id=pos[1],
-                            batch_size=size,
-                            indexes=sorted(indexes),
-                        )
-                await self._write(broker_pb2.ConsumerRequest(ack=ack))
-            if cumulative is not None:
-                ack = broker_pb2.Ack(ack_type=broker_pb2.CUMULATIVE)
-                ack.ledger_ids.append(cumulative[0])
-                ack.entry_ids.append(cumulative[1])
-                await self._write(broker_pb2.ConsumerRequest(ack=ack))
+            for req in _ack_requests(acks):
+                await self._write(req)
         except Exception as exc:
-            # Kept for the next flush (after a reconnection).
             with self._lock:
-                self._individual[:0] = individual
-                if cumulative is not None and (
-                    self._cumulative is None or cumulative > self._cumulative
-                ):
-                    self._cumulative = cumulative
-                for pos, acked in batch_acks.items():
-                    self._batch_acks.setdefault(pos, (acked[0], set()))[1].update(acked[1])
+                self._acks.restore(acks)
             log.debug("%s: sending acks failed (%s); kept for the next flush", self.topic, exc)
 
     def negative_acknowledge(self, target: Message | MessageId) -> None:
@@ -773,6 +717,27 @@ class ConsumerEngine:
         if self._dead_letters is not None:
             await self._dead_letters.close()
         self._fail(AlreadyClosed(f"consumer {self.name} is closed"))
+
+
+def _ack_requests(acks: PendingAcks) -> list[broker_pb2.ConsumerRequest]:
+    """A flushed ack group as the broker takes it: one individual ack (with the
+    batch-index acks), one cumulative ack."""
+    out = []
+    if acks.individual or acks.batch_index:
+        ack = broker_pb2.Ack(ack_type=broker_pb2.INDIVIDUAL)
+        ack.ledger_ids.extend(p[0] for p in acks.individual)
+        ack.entry_ids.extend(p[1] for p in acks.individual)
+        for (ledger_id, entry_id), (size, indexes) in acks.batch_index.items():
+            ack.batch_acks.add(
+                ledger_id=ledger_id, entry_id=entry_id, batch_size=size, indexes=sorted(indexes)
+            )
+        out.append(broker_pb2.ConsumerRequest(ack=ack))
+    if acks.cumulative is not None:
+        ack = broker_pb2.Ack(ack_type=broker_pb2.CUMULATIVE)
+        ack.ledger_ids.append(acks.cumulative[0])
+        ack.entry_ids.append(acks.cumulative[1])
+        out.append(broker_pb2.ConsumerRequest(ack=ack))
+    return out
 
 
 def _skip_acked(messages: list[Message], mask: int) -> list[Message]:

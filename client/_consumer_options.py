@@ -2,8 +2,8 @@
 validation, and the ``Subscribe`` request they become.
 
 ``ConsumerOptions.validate`` runs one check per concept (chunking,
-redelivery, batch receive, regex subscriptions, the subscription itself),
-in that order; the first bad option raises
+redelivery, batch receive, regex subscriptions, the subscription itself,
+acknowledgement grouping), in that order; the first bad option raises
 ``InvalidConfiguration`` naming it, its value and what is allowed.
 """
 
@@ -28,6 +28,11 @@ from client.policies import (
 )
 from protos import broker_pb2, common_pb2
 from protos.message_id import MessageId, id_data
+
+# Pulsar's ack grouping defaults (the C++ client's ackGroupingTimeMs and
+# ackGroupingMaxSize; Java's acknowledgmentGroupTime and maxAcknowledgmentGroupSize).
+DEFAULT_ACK_GROUPING_TIME_MS = 100
+DEFAULT_ACK_GROUPING_MAX_SIZE = 1000
 
 
 @dataclass
@@ -58,10 +63,18 @@ class ConsumerOptions:
     max_pending_chunked_message: int = 10
     auto_ack_oldest_chunked_message_on_queue_full: bool = False
     expire_time_of_incomplete_chunked_message_ms: int = 60000
+    # Acknowledgements are sent in groups: this long after the first one of
+    # a group, or at once when this many are pending (the bound on them).
+    ack_grouping_time_ms: int = DEFAULT_ACK_GROUPING_TIME_MS
+    ack_grouping_max_size: int = DEFAULT_ACK_GROUPING_MAX_SIZE
 
     def validate(self) -> None:
         for check in _CHECKS:
             check(self)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_chunking(o: ConsumerOptions) -> None:
@@ -152,12 +165,25 @@ def _check_key_shared_policy(o: ConsumerOptions) -> None:
         )
 
 
+def _check_ack_grouping(o: ConsumerOptions) -> None:
+    if not _is_int(o.ack_grouping_time_ms) or o.ack_grouping_time_ms < 0:
+        raise InvalidConfiguration(
+            f"ack_grouping_time_ms is {o.ack_grouping_time_ms!r}; it must be an int >= 0 "
+            "(0: acks go out at the next turn of the event loop)"
+        )
+    if not _is_int(o.ack_grouping_max_size) or o.ack_grouping_max_size < 1:
+        raise InvalidConfiguration(
+            f"ack_grouping_max_size is {o.ack_grouping_max_size!r}; it must be an int >= 1"
+        )
+
+
 _CHECKS: tuple[Callable[[ConsumerOptions], None], ...] = (
     _check_chunking,
     _check_redelivery,
     _check_batch_receive,
     _check_regex_subscription,
     _check_subscription,
+    _check_ack_grouping,
 )
 
 

@@ -110,6 +110,8 @@ CONSUMER_OPTIONS = {
     "max_pending_chunked_message",
     "auto_ack_oldest_chunked_message_on_queue_full",
     "expire_time_of_incomplete_chunked_message_ms",
+    "ack_grouping_time_ms",
+    "ack_grouping_max_size",
 }
 
 

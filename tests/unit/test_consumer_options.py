@@ -20,7 +20,7 @@ from client.aio import CONSUMER_OPTIONS
 from protos import broker_pb2
 from protos.message_id import MessageId, id_fields
 
-# The Pulsar client's defaults.
+# The Pulsar client's defaults (C++ for the ack grouping, which Python does not expose).
 DEFAULTS = {
     "consumer_type": ConsumerType.Exclusive,
     "receiver_queue_size": 1000,
@@ -32,6 +32,8 @@ DEFAULTS = {
     "auto_ack_oldest_chunked_message_on_queue_full": False,
     "expire_time_of_incomplete_chunked_message_ms": 60000,
     "batch_index_ack_enabled": False,
+    "ack_grouping_time_ms": 100,
+    "ack_grouping_max_size": 1000,
 }
 
 # One bad option at a time -> the start of what InvalidConfiguration says.
@@ -63,6 +65,9 @@ BAD_OPTIONS = [
         "key_shared_policy is for ConsumerType.KeyShared, not Exclusive",
     ),
     ({"initial_position": "earliest"}, "initial_position 'earliest' is not an InitialPosition"),
+    ({"ack_grouping_time_ms": -1}, "ack_grouping_time_ms is -1; it must be an int >= 0"),
+    ({"ack_grouping_time_ms": True}, "ack_grouping_time_ms is True"),
+    ({"ack_grouping_max_size": 0}, "ack_grouping_max_size is 0; it must be an int >= 1"),
 ]
 
 
