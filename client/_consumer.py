@@ -1,7 +1,7 @@
 """The consumer engine shared by the sync and asyncio APIs.
 
 Theory of operation. The broker pushes entries against permits; the engine
-unpacks them into messages and queues them (up to ``receiver_queue_size``,
+unpacks them into messages (``_entry_decoder.py``) and queues them (up to ``receiver_queue_size``,
 the permits it granted). Each message taken by the application frees a
 permit; once half the queue has been taken the permits go back to the broker
 in one ``Flow`` (``_receiver_queue.py``). Acknowledgements are grouped
@@ -31,9 +31,16 @@ from client._connection import (
     retry_with_backoff,
 )
 from client._consumer_options import ConsumerOptions, id_data_of, subscribe_request
+from client._entry_decoder import (
+    DecodedEntry,
+    DeliveredEntry,
+    EntryDecoder,
+    StartMessageSkip,
+    unread_stored,
+)
 from client._producer import from_wire_or
 from client._receiver_queue import ReceiverQueue
-from client.chunks import Assembled, ChunkAssembler
+from client.chunks import ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
 from client.enums import (
     ConsumerType,
@@ -49,14 +56,13 @@ from client.exceptions import (
     Timeout,
     from_wire,
 )
-from client.message import Message, is_chunk, unpack_split
+from client.message import Message
 from client.policies import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
 )
 from client.redelivery import AckTimeoutTracker, NegativeAckTracker
-from protos import broker_pb2, common_pb2
-from protos.entry import split_entry
+from protos import broker_pb2
 from protos.message_id import MessageId, id_fields
 
 log = logging.getLogger(__name__)
@@ -88,12 +94,18 @@ class ConsumerEngine:
         self._async_waiter: asyncio.Future | None = None
         self._request_result: asyncio.Future | None = None
         self._request_lock = asyncio.Lock()
-        # A batched start id: messages of its entry before it are skipped.
-        self._skip_before: MessageId | None = None
-        self._skip_inclusive = options.start_message_id_inclusive
-        start = options.start_message_id
-        if start is not None and start.batch_index() >= 0 and start.ledger_id() >= 0:
-            self._skip_before = start
+        self._start_skip = StartMessageSkip(
+            options.start_message_id, options.start_message_id_inclusive
+        )
+        policy = options.dead_letter_policy
+        self._decoder = EntryDecoder(
+            partition,
+            ChunkAssembler(
+                options.max_pending_chunked_message,
+                options.expire_time_of_incomplete_chunked_message_ms / 1000,
+            ),
+            policy.max_redeliver_count() if policy is not None else None,
+        )
         self.last_dequeued: MessageId | None = None
         self._acks = AckGroupingTracker(
             options.ack_grouping_time_ms / 1000, options.ack_grouping_max_size
@@ -115,10 +127,6 @@ class ConsumerEngine:
         self._redelivery_task: asyncio.Task | None = None
         self._dead_letters: DeadLetterPublisher | None = None
         self._side_tasks: set[asyncio.Task] = set()
-        self._chunks = ChunkAssembler(
-            options.max_pending_chunked_message,
-            options.expire_time_of_incomplete_chunked_message_ms / 1000,
-        )
         self._chunk_timer: asyncio.TimerHandle | None = None
         # Chunks given up in this event-loop turn, redelivered in one request.
         self._dropped_chunks: list[tuple[int, int]] = []
@@ -271,58 +279,14 @@ class ConsumerEngine:
             self._reconnecting = False
 
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
-        messages: list[Message] = []
-        policy = self.opts.dead_letter_policy
         masks = list(d.acked_batch_indexes) or [b""] * len(d.entries)
-        for ledger_id, entry_id, redelivery, entry, mask in zip(
+        messages: list[Message] = []
+        for delivered in zip(
             d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, masks, strict=True
         ):
-            try:
-                meta, view = split_entry(entry)
-                payload: bytes | memoryview = view
-                whole = None
-                if is_chunk(meta):
-                    whole = self._on_chunk(meta, view, (ledger_id, entry_id), redelivery)
-                    if whole is None:
-                        continue
-                    payload = whole.payload
-                    redelivery = whole.redelivery_count
-                unpacked = unpack_split(
-                    meta, payload, ledger_id, entry_id, self.partition, self.topic, redelivery
-                )
-                if whole is not None:
-                    unpacked[0]._chunks = whole.positions
-                    self._chunked[(ledger_id, entry_id)] = whole.positions
-                if mask:
-                    before = len(unpacked)
-                    unpacked = _skip_acked(unpacked, int.from_bytes(mask, "little"))
-                    self._release_permits(before - len(unpacked))
-                    if not unpacked:
-                        continue
-            except MagnetarError as exc:
-                log.error(
-                    "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
-                )
-                continue
-            if policy is not None and redelivery > policy.max_redeliver_count():
-                self._to_dead_letter_topic(unpacked, (ledger_id, entry_id))
-                continue
-            messages.extend(unpacked)
-        skip = self._skip_before
-        if skip is not None and messages:
-            keep_self = self._skip_inclusive
-            kept = []
-            for m in messages:
-                mid = m.message_id()
-                if mid.position != skip.position:
-                    if mid.position > skip.position:
-                        self._skip_before = None
-                    kept.append(m)
-                elif mid.batch_index() > skip.batch_index() or (
-                    keep_self and mid.batch_index() == skip.batch_index()
-                ):
-                    kept.append(m)
-            messages = kept
+            decoded = self._decoder.decode(DeliveredEntry(*delivered), self.topic, time.monotonic())
+            messages.extend(self._apply(decoded))
+        messages = self._start_skip.filter(messages)
         with self._arrived:
             self._incoming.put(messages)
             self._arrived.notify_all()
@@ -332,34 +296,34 @@ class ConsumerEngine:
         if self.on_arrival is not None and messages:
             self.on_arrival()
 
-    def _on_chunk(
-        self,
-        meta: common_pb2.MessageMetadata,
-        payload: memoryview,
-        pos: tuple[int, int],
-        redelivery: int,
-    ) -> Assembled | None:
-        whole, dropped = self._chunks.add(
-            meta.uuid,
-            meta.chunk_id,
-            meta.num_chunks_from_msg,
-            bytes(payload),
-            pos,
-            time.monotonic(),
-            redelivery,
-        )
-        self._drop_chunks(dropped)
-        if whole is None:
-            self._release_permits(1)  # held here, not in the queue
-            if self._chunk_timer is None and len(self._chunks):
-                self._chunk_timer = self.loop.call_later(self._chunks.expire_s, self._expire_chunks)
-        return whole
+    def _apply(self, decoded: DecodedEntry) -> list[Message]:
+        """Act on one decoded entry; its messages for the queue."""
+        self._drop_chunks(decoded.dropped_chunks)
+        self._release_permits(decoded.freed_permits)
+        chunks = self._decoder.chunks
+        if decoded.held_chunk and self._chunk_timer is None and len(chunks):
+            self._chunk_timer = self.loop.call_later(chunks.expire_s, self._expire_chunks)
+        if decoded.error is not None:
+            log.error(
+                "%s: dropping undecodable entry %d:%d: %s",
+                self.topic,
+                *decoded.position,
+                decoded.error,
+            )
+            return []
+        if decoded.chunk_positions is not None:
+            self._chunked[decoded.position] = decoded.chunk_positions
+        if decoded.dead_letter:
+            self._to_dead_letter_topic(decoded.messages, decoded.position)
+            return []
+        return decoded.messages
 
     def _expire_chunks(self) -> None:
         self._chunk_timer = None
-        self._drop_chunks(self._chunks.expire(time.monotonic()))
-        if len(self._chunks):
-            self._chunk_timer = self.loop.call_later(self._chunks.expire_s / 4, self._expire_chunks)
+        chunks = self._decoder.chunks
+        self._drop_chunks(chunks.expire(time.monotonic()))
+        if len(chunks):
+            self._chunk_timer = self.loop.call_later(chunks.expire_s / 4, self._expire_chunks)
 
     def _drop_chunks(self, dropped: list[list[tuple[int, int]]]) -> None:
         """Incomplete chunked messages given up: acked, or delivered again later."""
@@ -655,9 +619,7 @@ class ConsumerEngine:
         seek = broker_pb2.Seek()
         if isinstance(target, MessageId):
             seek.message_id.CopyFrom(id_data_of(target))
-            if target.batch_index() >= 0 and target.ledger_id() >= 0:
-                self._skip_before = target
-                self._skip_inclusive = True  # seek: the target is the next message
+            self._start_skip.skip_to(target, inclusive=True)  # seek: the target is next
         elif isinstance(target, int) and not isinstance(target, bool):
             seek.publish_time_ms = target
         else:
@@ -740,19 +702,6 @@ def _ack_requests(acks: PendingAcks) -> list[broker_pb2.ConsumerRequest]:
     return out
 
 
-def _skip_acked(messages: list[Message], mask: int) -> list[Message]:
-    """Drop the messages of a redelivered batch acknowledged before (batch-index acks)."""
-    kept = []
-    for m in messages:
-        index = m.message_id().batch_index()
-        if index >= 0 and mask >> index & 1:
-            if m._batch is not None:
-                m._batch.outstanding.discard(index)
-            continue
-        kept.append(m)
-    return kept
-
-
 # Failures while subscribing again that mean "try again in a moment".
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
 
@@ -762,20 +711,12 @@ async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
     every message of an entry arrives together)."""
     if engine.queued():
         return True
-    last = await engine.get_last_message_id(timeout_s)
-    if last.entry_id() < 0:
-        return False
-    read = engine.last_dequeued
-    if read is not None:
-        return last.position > read.position
-    start = engine.opts.start_message_id
-    if start is None or start.ledger_id() < 0:
-        return True  # earliest: the topic holds an entry
-    if start == MessageId.latest:
-        return engine.opts.start_message_id_inclusive
-    if engine.opts.start_message_id_inclusive or start.batch_index() >= 0:
-        return last.position >= start.position
-    return last.position > start.position
+    return unread_stored(
+        await engine.get_last_message_id(timeout_s),
+        engine.last_dequeued,
+        engine.opts.start_message_id,
+        engine.opts.start_message_id_inclusive,
+    )
 
 
 def _batch_limits(policy: ConsumerBatchReceivePolicy | None) -> tuple[int, int, float]:
