@@ -1,14 +1,25 @@
 """The consumer engine shared by the sync and asyncio APIs.
 
-Theory of operation. The broker pushes entries against permits; the engine
-unpacks them into messages (``_entry_decoder.py``) and queues them (up to ``receiver_queue_size``,
-the permits it granted). Each message taken by the application frees a
-permit; once half the queue has been taken the permits go back to the broker
-in one ``Flow`` (``_receiver_queue.py``). Acknowledgements are grouped
-(``_ack_grouping.py``: for up to ``ack_grouping_time_ms``, or until
-``ack_grouping_max_size`` are pending) and sent as one ``Ack`` per type;
-``close()`` sends what is left first. A batch entry is acknowledged to the
-broker only when all its messages are (or per index, with batch-index acks).
+Theory of operation. The engine wires the consumer's pieces to one gRPC
+``Consume`` stream and one lock (the application's threads and the event
+loop share them):
+
+* It subscribes with its options (``_consumer_options``) and grants
+  ``receiver_queue_size`` permits.
+* The reader task turns each delivery into messages (``_entry_decoder``:
+  chunks, batch-index masks, the dead letter threshold, a start id inside a
+  batch) and puts them in the receiver queue (``_receiver_queue``), which
+  says when freed permits go back in one ``Flow``.
+* Acknowledgements go to the ack grouping tracker (``_ack_grouping``), which
+  says when to flush; ``close()``, ``seek`` and redelivery requests flush
+  first. A batch entry is acknowledged to the broker only when all its
+  messages are (or per index, with batch-index acks).
+* Negative acks and ack timeouts (``redelivery``) are checked by a task
+  once per tick and sent as one redeliver request.
+* When the stream breaks or the topic moves, the engine looks the topic up,
+  subscribes again (a reader from after the last message it read), and
+  sends the acknowledgements a failed flush kept; the queue is dropped,
+  since the broker delivers its messages again.
 """
 
 from __future__ import annotations
@@ -17,20 +28,18 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-import grpc
-
-from client._ack_grouping import AckGroupingTracker, PendingAcks, ack_target, cumulative_position
+from client._ack_grouping import AckGroupingTracker, ack_target, cumulative_position
 from client._connection import (
-    RECONNECT_CODES,
     Connection,
     Resolver,
     call_in_loop,
     retry_with_backoff,
 )
 from client._consumer_options import ConsumerOptions, id_data_of, subscribe_request
+from client._consumer_stream import ConsumerStream
 from client._entry_decoder import (
     DecodedEntry,
     DeliveredEntry,
@@ -38,14 +47,11 @@ from client._entry_decoder import (
     StartMessageSkip,
     unread_stored,
 )
-from client._producer import from_wire_or
 from client._receiver_queue import ReceiverQueue
+from client._redelivery_task import RedeliveryTask
 from client.chunks import ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
-from client.enums import (
-    ConsumerType,
-    InitialPosition,
-)
+from client.enums import ConsumerType, InitialPosition
 from client.exceptions import (
     AlreadyClosed,
     ConnectError,
@@ -54,19 +60,18 @@ from client.exceptions import (
     MagnetarError,
     ServiceUnitNotReady,
     Timeout,
-    from_wire,
+    from_wire_or,
 )
 from client.message import Message
-from client.policies import (
-    ConsumerBatchReceivePolicy,
-    ConsumerDeadLetterPolicy,
-)
-from client.redelivery import AckTimeoutTracker, NegativeAckTracker
+from client.policies import ConsumerDeadLetterPolicy
 from protos import broker_pb2
-from protos.message_id import MessageId, id_fields
+from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
 
+# Failures while subscribing again that mean "try again in a moment".
+RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
+CLOSE_TIMEOUT_S = 5  # how long close() waits for the broker to end the stream
 _NO_CUMULATIVE_ACK = (ConsumerType.Shared, ConsumerType.KeyShared)
 
 
@@ -92,8 +97,7 @@ class ConsumerEngine:
         self._arrived = threading.Condition(self._lock)
         self._incoming: ReceiverQueue[Message] = ReceiverQueue(options.receiver_queue_size)
         self._async_waiter: asyncio.Future | None = None
-        self._request_result: asyncio.Future | None = None
-        self._request_lock = asyncio.Lock()
+        self._stream = ConsumerStream(loop, partition)
         self._start_skip = StartMessageSkip(
             options.start_message_id, options.start_message_id_inclusive
         )
@@ -112,19 +116,16 @@ class ConsumerEngine:
         )
         self.closed = False
         self.failure: MagnetarError | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
         self._reader_task: asyncio.Task | None = None
-        self._write_lock = asyncio.Lock()
         # A multi-topic consumer's wake-up (called on the loop when messages arrive).
         self.on_arrival: Callable[[], None] | None = None
         # The broker serving a topic (reconnection; dead letter and retry topics).
         self.resolver: Resolver = self._same_connection
         self._started = False
         self._reconnecting = False
-        self._nacks = NegativeAckTracker()
-        timeout_ms = options.unacked_messages_timeout_ms
-        self._ack_timeouts = AckTimeoutTracker(timeout_ms / 1000) if timeout_ms else None
-        self._redelivery_task: asyncio.Task | None = None
+        self._redelivery = RedeliveryTask(
+            options, loop, self._redeliver_positions, lambda: not self.closed, lambda: self.topic
+        )
         self._dead_letters: DeadLetterPublisher | None = None
         self._side_tasks: set[asyncio.Task] = set()
         self._chunk_timer: asyncio.TimerHandle | None = None
@@ -136,39 +137,33 @@ class ConsumerEngine:
     async def _same_connection(self, topic: str) -> Connection:
         return self.connection
 
+    # ------------------------------------------------------------ the stream
+
     async def _open_stream(self) -> None:
         """A stream subscribed as this consumer (at start and after a
         reconnection, when the topic is looked up again)."""
         if self.resolver is not None and self._started:
             self.connection = await self.resolver(self.topic)
-        await self.connection.ensure_ready()
-        call = self.connection.stub.Consume()
         start = self.opts.start_message_id
         inclusive = self.opts.start_message_id_inclusive
         if self._started and self.last_dequeued is not None:
             start, inclusive = self.last_dequeued, False  # a reader resumes after what it read
-        await call.write(
-            subscribe_request(self.opts, self.topic, self.subscription, self.name, start, inclusive)
+        subscribed = await self._stream.open(
+            self.connection,
+            subscribe_request(
+                self.opts, self.topic, self.subscription, self.name, start, inclusive
+            ),
+            self.opts.receiver_queue_size,
         )
-        resp = await call.read()
-        if resp is grpc.aio.EOF:
-            raise from_wire_or(None, f"the broker closed the consumer stream on {self.topic}")
-        if resp.HasField("error"):
-            call.cancel()
-            raise from_wire(resp.error)
-        self._call = call
-        self.name = resp.subscribed.consumer_name
-        self.topic = resp.subscribed.topic
-        await self._write(
-            broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=self.opts.receiver_queue_size))
-        )
+        self.name = subscribed.consumer_name
+        self.topic = subscribed.topic
 
     async def start(self) -> None:
         await self._open_stream()
         self._started = True
         self._reader_task = self.loop.create_task(self._reader())
-        if self._ack_timeouts is not None:
-            self._ensure_redelivery_task()
+        if self._redelivery.ack_timeouts_on:
+            self._redelivery.start()
         policy = self.opts.dead_letter_policy
         if policy is not None and policy.initial_subscription_name():
             try:
@@ -195,70 +190,22 @@ class ConsumerEngine:
         await probe.start()
         await probe.close()
 
-    async def _write(self, req: broker_pb2.ConsumerRequest) -> None:
-        assert self._call is not None
-        async with self._write_lock:
-            try:
-                await self._call.write(req)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
-                # The call was cancelled to reconnect: the caller keeps its data.
-                raise ConnectError(f"the stream of consumer {self.name} was replaced") from None
-
     async def _reader(self) -> None:
         while not self.closed:
-            call = self._call
-            assert call is not None
-            why = "the broker closed the stream"
-            try:
-                while (resp := await call.read()) is not grpc.aio.EOF:
-                    kind = resp.WhichOneof("response")
-                    if kind == "deliveries":
-                        self._on_deliveries(resp.deliveries)
-                    elif kind == "ack_error":
-                        log.warning(
-                            "%s: the broker refused an ack: %s", self.topic, resp.ack_error.message
-                        )
-                    elif kind == "error":
-                        if resp.error.code not in RECONNECT_CODES:
-                            self._fail(from_wire(resp.error))
-                            return
-                        why = resp.error.message
-                        break
-                    elif kind in ("unsubscribed", "request_error", "seek_done", "last_message_id"):
-                        self._answer(kind, resp)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                why = f"the connection failed: {exc}"
+            why = await self._stream.read_until_broken(self._on_deliveries)
+            if isinstance(why, MagnetarError):
+                self._fail(why)
+                return
             if self.closed:
                 return
             log.info("%s: consumer %s reconnects (%s)", self.topic, self.name, why)
             if not await self._reconnect():
                 return
 
-    def _answer(self, kind: str, resp: broker_pb2.ConsumerResponse) -> None:
-        fut = self._request_result
-        if fut is not None and not fut.done():
-            if kind == "request_error":
-                fut.set_exception(from_wire(resp.request_error))
-            elif kind == "last_message_id":
-                ledger_id, entry_id, _, _ = id_fields(resp.last_message_id.message_id)
-                fut.set_result(MessageId(ledger_id, entry_id, self.partition))
-            else:
-                fut.set_result(None)
-        elif kind == "request_error":
-            log.warning(
-                "%s: the broker refused a request: %s", self.topic, resp.request_error.message
-            )
-
     async def _reconnect(self) -> bool:
         """Subscribe again where the topic is served now. Messages queued here
         and not taken are dropped: the broker delivers them again."""
-        if self._call is not None:
-            self._call.cancel()
+        self._stream.cancel()
         with self._arrived:
             self._incoming.restart()
 
@@ -277,6 +224,8 @@ class ConsumerEngine:
             )
         finally:
             self._reconnecting = False
+
+    # ------------------------------------------------------------ deliveries
 
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
         masks = list(d.acked_batch_indexes) or [b""] * len(d.entries)
@@ -338,9 +287,7 @@ class ConsumerEngine:
         # separate requests could come back in either order, and a later
         # chunk redelivered before its first would be dropped again.
         if not self._dropped_chunks:
-            task = self.loop.create_task(self._redeliver_dropped_chunks())
-            self._side_tasks.add(task)
-            task.add_done_callback(self._side_tasks.discard)
+            self._side_task(self._redeliver_dropped_chunks())
         self._dropped_chunks.extend(positions)
 
     async def _redeliver_dropped_chunks(self) -> None:
@@ -375,9 +322,14 @@ class ConsumerEngine:
                 self._arm_ack_flush(self._acks.add_individual([pos], time.monotonic()))
 
         self._release_permits(len(messages))
-        task = self.loop.create_task(run())
+        self._side_task(run())
+
+    def _side_task(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(coro)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
+
+    # ------------------------------------------------------------ permits
 
     def _release_permits(self, n: int) -> None:
         """Messages that used permits but will not be taken by the application."""
@@ -390,6 +342,14 @@ class ConsumerEngine:
         if permits:
             call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
 
+    async def _send_flow(self, permits: int) -> None:
+        try:
+            await self._stream.write(
+                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=permits))
+            )
+        except Exception as exc:
+            log.debug("sending flow failed: %s", exc)
+
     def _fail(self, exc: MagnetarError) -> None:
         self.failure = exc
         with self._arrived:
@@ -399,12 +359,6 @@ class ConsumerEngine:
             waiter.set_result(None)
         if self.on_arrival is not None:
             self.on_arrival()
-
-    def try_take(self) -> Message | None:
-        """A queued message, or None at once (multi-topic consumers poll)."""
-        with self._lock:
-            self._check()
-            return self._take_locked() if self._incoming else None
 
     # ------------------------------------------------------------ receiving
 
@@ -417,18 +371,15 @@ class ConsumerEngine:
     def _take_locked(self) -> Message:
         msg, permits = self._incoming.take()
         self.last_dequeued = msg.message_id()
-        if self._ack_timeouts is not None:
-            backoff = self.opts.ack_timeout_redelivery_backoff
-            extra_s = backoff.next(msg.redelivery_count()) / 1000 if backoff else 0.0
-            self._ack_timeouts.taken(msg.message_id().position, time.monotonic(), extra_s)
+        self._redelivery.taken(msg, time.monotonic())
         self._grant(permits)
         return msg
 
-    async def _send_flow(self, permits: int) -> None:
-        try:
-            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=permits)))
-        except Exception as exc:
-            log.debug("sending flow failed: %s", exc)
+    def try_take(self) -> Message | None:
+        """A queued message, or None at once (multi-topic consumers poll)."""
+        with self._lock:
+            self._check()
+            return self._take_locked() if self._incoming else None
 
     def receive_blocking(self, timeout_millis: int | None) -> Message:
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
@@ -469,6 +420,10 @@ class ConsumerEngine:
             finally:
                 self._async_waiter = None
 
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._incoming)
+
     # ------------------------------------------------------------ acknowledging
 
     def acknowledge(self, target: Message | MessageId) -> None:
@@ -487,9 +442,7 @@ class ConsumerEngine:
             chunks = self._chunked.pop(mid.position, None)
             # A chunked message: all its chunks.
             positions = [*chunks[:-1], mid.position] if chunks else [mid.position]
-            self._nacks.acked(mid.position)
-            if self._ack_timeouts is not None:
-                self._ack_timeouts.acked(mid.position)
+            self._redelivery.acked(mid.position)
             self._arm_ack_flush(self._acks.add_individual(positions, now_s))
 
     def acknowledge_cumulative(self, target: Message | MessageId) -> None:
@@ -516,63 +469,26 @@ class ConsumerEngine:
     async def flush_acks(self) -> None:
         with self._lock:
             acks = self._acks.take()
-        if self._call is None:
+        if self._stream.call is None:
             return
         try:
-            for req in _ack_requests(acks):
-                await self._write(req)
+            await self._stream.send_acks(acks)
         except Exception as exc:
             with self._lock:
                 self._acks.restore(acks)
             log.debug("%s: sending acks failed (%s); kept for the next flush", self.topic, exc)
+
+    # ------------------------------------------------------------ redelivery
 
     def negative_acknowledge(self, target: Message | MessageId) -> None:
         """Have this message delivered again after the nack delay (its whole
         entry: every message of a batch comes back)."""
         with self._lock:
             self._check()
-            if isinstance(target, Message):
-                mid, count = target.message_id(), target.redelivery_count()
-            elif isinstance(target, MessageId):
-                mid, count = target, 0
-            else:
-                raise TypeError(
-                    f"negative_acknowledge takes a Message or MessageId, not {type(target).__name__}"
-                )
-            backoff = self.opts.negative_ack_redelivery_backoff
-            delay_ms = (
-                backoff.next(count) if backoff else self.opts.negative_ack_redelivery_delay_ms
-            )
-            self._nacks.nack(mid.position, time.monotonic(), delay_ms / 1000)
-            if self._ack_timeouts is not None:
-                self._ack_timeouts.acked(mid.position)
-        call_in_loop(self.loop, self._ensure_redelivery_task)
-
-    def _ensure_redelivery_task(self) -> None:
-        if self._redelivery_task is None and not self.closed:
-            self._redelivery_task = self.loop.create_task(self._redelivery_loop())
-
-    def _redelivery_tick_s(self) -> float:
-        tick = 0.05  # nack deadlines are met within 50 ms
-        if self._ack_timeouts is not None and not len(self._nacks):
-            tick = self.opts.ack_timeout_tick_time_ms / 1000
-        return tick
-
-    async def _redelivery_loop(self) -> None:
-        """Send what the nack and ack-timeout trackers say is due, once per tick."""
-        while not self.closed:
-            await asyncio.sleep(self._redelivery_tick_s())  # a timer, not a wait on state
-            now = time.monotonic()
-            with self._lock:
-                due = set(self._nacks.due(now))
-                if self._ack_timeouts is not None:
-                    due.update(self._ack_timeouts.due(now))
-            if not due:
-                continue
-            try:
-                await self._redeliver_positions(sorted(due))
-            except Exception as exc:
-                log.warning("%s: redelivery request failed: %s", self.topic, exc)
+            mid, _ = ack_target(target, "negative_acknowledge")
+            count = target.redelivery_count() if isinstance(target, Message) else 0
+            self._redelivery.nack(mid, count, time.monotonic())
+        call_in_loop(self.loop, self._redelivery.start)
 
     async def _redeliver_positions(self, positions: list[tuple[int, int]]) -> None:
         if self.opts.consumer_type not in (ConsumerType.Shared, ConsumerType.KeyShared):
@@ -583,7 +499,7 @@ class ConsumerEngine:
         req.ledger_ids.extend(p[0] for p in positions)
         req.entry_ids.extend(p[1] for p in positions)
         await self.flush_acks()
-        await self._write(broker_pb2.ConsumerRequest(redeliver=req))
+        await self._stream.write(broker_pb2.ConsumerRequest(redeliver=req))
 
     async def redeliver_unacknowledged(self) -> None:
         """Drop the local queue and have the broker deliver every unacked message again."""
@@ -591,26 +507,17 @@ class ConsumerEngine:
         await self.flush_acks()
         with self._arrived:
             dropped = self._incoming.drop_all()
-            self._nacks.clear()
-            if self._ack_timeouts is not None:
-                self._ack_timeouts.clear()
-        await self._write(
+            self._redelivery.clear()
+        await self._stream.write(
             broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
         )
         if dropped:
             # The dropped messages had used permits: give them back.
-            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
+            await self._stream.write(
+                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped))
+            )
 
-    async def _request(self, req: broker_pb2.ConsumerRequest, timeout_s: float):  # type: ignore[no-untyped-def]
-        """Send a request the broker answers on the stream; one at a time."""
-        async with self._request_lock:
-            self._check()
-            self._request_result = self.loop.create_future()
-            await self._write(req)
-            try:
-                return await asyncio.wait_for(self._request_result, timeout_s)
-            finally:
-                self._request_result = None
+    # ------------------------------------------------------------ requests
 
     async def seek(self, target: MessageId | int, timeout_s: float) -> None:
         """Reset the subscription: the next message is ``target`` (a MessageId,
@@ -624,37 +531,31 @@ class ConsumerEngine:
             seek.publish_time_ms = target
         else:
             raise TypeError(f"seek takes a MessageId or a publish time in ms, not {target!r}")
-        await self._request(broker_pb2.ConsumerRequest(seek=seek), timeout_s)
+        await self._stream.request(broker_pb2.ConsumerRequest(seek=seek), timeout_s, self._check)
         with self._arrived:
             dropped = self._incoming.drop_all()
         self.last_dequeued = None
         if dropped:
-            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
+            await self._stream.write(
+                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped))
+            )
 
     async def get_last_message_id(self, timeout_s: float) -> MessageId:
         """The id of the last entry stored in the topic (entry granularity)."""
-        return await self._request(  # type: ignore[no-any-return]
+        return await self._stream.request(  # type: ignore[no-any-return]
             broker_pb2.ConsumerRequest(get_last_message_id=broker_pb2.GetLastMessageId()),
             timeout_s,
+            self._check,
         )
-
-    def queued(self) -> int:
-        with self._lock:
-            return len(self._incoming)
 
     async def unsubscribe(self, timeout_s: float) -> None:
         """Delete the subscription (refused while other consumers are connected)."""
         await self.flush_acks()
-        await self._request(
-            broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()), timeout_s
+        await self._stream.request(
+            broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()), timeout_s, self._check
         )
         self.closed = True
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-        if self._redelivery_task is not None:
-            self._redelivery_task.cancel()
-        if self._dead_letters is not None:
-            await self._dead_letters.close()
+        await self._stop_tasks()
         self._fail(AlreadyClosed(f"consumer {self.name} unsubscribed from {self.subscription}"))
 
     async def close(self) -> None:
@@ -664,46 +565,22 @@ class ConsumerEngine:
         self.closed = True
         if self._reconnecting and self._reader_task is not None:
             self._reader_task.cancel()  # nothing to say goodbye to
-        elif self._call is not None:
+        elif self._stream.call is not None:
             try:
-                await self._write(broker_pb2.ConsumerRequest(close=broker_pb2.CloseConsumer()))
-                await self._call.done_writing()
+                await self._stream.say_goodbye()
                 # The broker ends the stream once it processed everything before 'close'.
-                await asyncio.wait_for(self._reader_task or asyncio.sleep(0), 5)
+                await asyncio.wait_for(self._reader_task or asyncio.sleep(0), CLOSE_TIMEOUT_S)
             except Exception:
                 pass
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-        if self._redelivery_task is not None:
-            self._redelivery_task.cancel()
-        if self._dead_letters is not None:
-            await self._dead_letters.close()
+        await self._stop_tasks()
         self._fail(AlreadyClosed(f"consumer {self.name} is closed"))
 
-
-def _ack_requests(acks: PendingAcks) -> list[broker_pb2.ConsumerRequest]:
-    """A flushed ack group as the broker takes it: one individual ack (with the
-    batch-index acks), one cumulative ack."""
-    out = []
-    if acks.individual or acks.batch_index:
-        ack = broker_pb2.Ack(ack_type=broker_pb2.INDIVIDUAL)
-        ack.ledger_ids.extend(p[0] for p in acks.individual)
-        ack.entry_ids.extend(p[1] for p in acks.individual)
-        for (ledger_id, entry_id), (size, indexes) in acks.batch_index.items():
-            ack.batch_acks.add(
-                ledger_id=ledger_id, entry_id=entry_id, batch_size=size, indexes=sorted(indexes)
-            )
-        out.append(broker_pb2.ConsumerRequest(ack=ack))
-    if acks.cumulative is not None:
-        ack = broker_pb2.Ack(ack_type=broker_pb2.CUMULATIVE)
-        ack.ledger_ids.append(acks.cumulative[0])
-        ack.entry_ids.append(acks.cumulative[1])
-        out.append(broker_pb2.ConsumerRequest(ack=ack))
-    return out
-
-
-# Failures while subscribing again that mean "try again in a moment".
-RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
+    async def _stop_tasks(self) -> None:
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+        self._redelivery.cancel()
+        if self._dead_letters is not None:
+            await self._dead_letters.close()
 
 
 async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
@@ -717,51 +594,3 @@ async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
         engine.opts.start_message_id,
         engine.opts.start_message_id_inclusive,
     )
-
-
-def _batch_limits(policy: ConsumerBatchReceivePolicy | None) -> tuple[int, int, float]:
-    policy = policy or ConsumerBatchReceivePolicy()
-    return policy.max_num_message(), policy.max_num_bytes(), policy.timeout_ms() / 1000
-
-
-def _batch_full(policy_max: int, max_bytes: int, count: int, size: int) -> bool:
-    return (policy_max > 0 and count >= policy_max) or size >= max_bytes
-
-
-def batch_receive_blocking(engine: Any, policy: ConsumerBatchReceivePolicy | None) -> list[Message]:
-    """Messages until the policy's count or bytes, or its timeout (maybe none)."""
-    max_n, max_bytes, timeout_s = _batch_limits(policy)
-    deadline = time.monotonic() + timeout_s
-    out: list[Message] = []
-    size = 0
-    while not _batch_full(max_n, max_bytes, len(out), size):
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            break
-        try:
-            m = engine.receive_blocking(left_ms)
-        except Timeout:
-            break
-        out.append(m)
-        size += len(m.data())
-    return out
-
-
-async def batch_receive_async(
-    engine: Any, policy: ConsumerBatchReceivePolicy | None
-) -> list[Message]:
-    max_n, max_bytes, timeout_s = _batch_limits(policy)
-    deadline = time.monotonic() + timeout_s
-    out: list[Message] = []
-    size = 0
-    while not _batch_full(max_n, max_bytes, len(out), size):
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            break
-        try:
-            m = await engine.receive_async(left_ms)
-        except Timeout:
-            break
-        out.append(m)
-        size += len(m.data())
-    return out

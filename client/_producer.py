@@ -50,6 +50,7 @@ from client.exceptions import (
     ServiceUnitNotReady,
     Timeout,
     from_wire,
+    from_wire_or,
 )
 from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
 from protos import broker_pb2
@@ -593,12 +594,3 @@ class ProducerEngine:
                         f"({self.opts.send_timeout_millis} ms) on {self.topic}"
                     )
                 )
-
-
-def from_wire_or(exc: BaseException | None, what: str) -> MagnetarError:
-    from client.exceptions import ConnectError
-
-    if isinstance(exc, MagnetarError):
-        return exc
-    detail = f": {exc}" if exc is not None else ""
-    return ConnectError(f"{what}{detail}")

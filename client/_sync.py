@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from client import aio
-from client._consumer import batch_receive_blocking
+from client._batch_receive import batch_receive_blocking
 from client.enums import ProducerAccessMode, Result
 from client.exceptions import AlreadyClosed, InvalidConfiguration, MagnetarError, Timeout
 from client.message import Message

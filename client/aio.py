@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from client._batch_receive import batch_receive_async
 from client._connection import Connection, Connections, parse_service_url
-from client._consumer import ConsumerEngine, batch_receive_async, has_available
+from client._consumer import ConsumerEngine, has_available
 from client._consumer_options import ConsumerOptions
 from client._multi import (
     MultiConsumerEngine,
