@@ -29,7 +29,8 @@ from client._multi import (
     partitions_of,
     pattern_namespace,
 )
-from client._producer import ProducerEngine, ProducerOptions
+from client._producer import ProducerEngine
+from client._producer_options import ProducerOptions
 from client.dead_letter import (
     DEFAULT_MAX_RECONSUME_TIMES,
     RetryLetters,
