@@ -1,8 +1,8 @@
 """The consumer engine shared by the sync and asyncio APIs.
 
 Theory of operation. The engine wires the consumer's pieces to one gRPC
-``Consume`` stream and one lock (the application's threads and the event
-loop share them):
+``Consume`` stream (``_consumer_stream``) and one lock (the application's
+threads and the event loop share them):
 
 * It subscribes with its options (``_consumer_options``) and grants
   ``receiver_queue_size`` permits.
@@ -14,8 +14,9 @@ loop share them):
   says when to flush; ``close()``, ``seek`` and redelivery requests flush
   first. A batch entry is acknowledged to the broker only when all its
   messages are (or per index, with batch-index acks).
-* Negative acks and ack timeouts (``redelivery``) are checked by a task
-  once per tick and sent as one redeliver request.
+* Negative acks and ack timeouts (``_redelivery_task``, over the trackers
+  of ``redelivery``) are checked once per tick and sent as one redeliver
+  request.
 * When the stream breaks or the topic moves, the engine looks the topic up,
   subscribes again (a reader from after the last message it read), and
   sends the acknowledgements a failed flush kept; the queue is dropped,

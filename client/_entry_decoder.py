@@ -150,6 +150,8 @@ class EntryDecoder:
         self.max_redeliver_count = max_redeliver_count
 
     def decode(self, delivered: DeliveredEntry, topic: str, now_s: float) -> DecodedEntry:
+        """One entry's outcome; a payload that does not decode (the SDK's typed
+        error, e.g. a bad compression) is reported in ``error``."""
         ledger_id, entry_id, redelivery, entry, mask = delivered
         out = DecodedEntry((ledger_id, entry_id))
         chunk_positions = None
