@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import grpc
 
 from client.exceptions import ConnectError, InvalidUrl, MagnetarError, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
-from protos import broker_pb2, broker_pb2_grpc, common_pb2, serving
+from protos import broker_pb2, broker_pb2_grpc, channel, common_pb2
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Connection:
         self.address = address
         self.connection_timeout_s = connection_timeout_ms / 1000
         self.channel = grpc.aio.insecure_channel(
-            address, options=serving.grpc_options(serving.MAX_GRPC_MESSAGE_BYTES)
+            address, options=channel.grpc_options(channel.MAX_GRPC_MESSAGE_BYTES)
         )
         self.stub = broker_pb2_grpc.BrokerStub(self.channel)
         self._ready = False
@@ -86,6 +87,17 @@ LOOKUP_BACKOFF_S = (0.05, 1.0)  # first and largest wait between lookup retries
 LOOKUP_PROBE_S = 2.0  # how long a broker named by a lookup gets to answer
 
 
+@dataclass
+class _LookupWalk:
+    """Where one lookup stands: the broker to ask and how, the hops so far,
+    and how many service brokers in a row did not answer."""
+
+    conn: Connection
+    authoritative: bool = False
+    hops: int = 0
+    unreachable: int = 0
+
+
 class Connections:
     """One channel per broker, and topic lookups (DESIGN §5, Lookup): ask the
     service URL's broker; follow redirects (carrying 'authoritative'); retry
@@ -108,62 +120,78 @@ class Connections:
         return conn
 
     async def lookup(self, topic: str) -> Connection:
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         delay = LOOKUP_BACKOFF_S[0]
-        conn, authoritative, hops = self.service, False, 0
-        unreachable = 0  # service brokers that did not answer in a row
+        walk = _LookupWalk(self.service)
         while True:
-            try:
-                # A broker named by a lookup may be dead with its registration
-                # not yet expired: probe it briefly, then look up again.
-                await conn.ensure_ready(
-                    None if conn is self.service else min(LOOKUP_PROBE_S, self.timeout_s)
-                )
-                resp = await conn.stub.Lookup(
-                    broker_pb2.LookupRequest(topic=topic, authoritative=authoritative),
-                    timeout=self.timeout_s,
-                )
-                code = resp.error.code
-            except ConnectError:
-                if conn is self.service:
-                    unreachable += 1
-                    if unreachable >= len(self._services):
-                        raise
-                    i = self._services.index(conn)
-                    self.service = conn = self._services[(i + 1) % len(self._services)]
-                    continue
-                code = common_pb2.SERVICE_NOT_READY
-                resp = broker_pb2.LookupResponse(
+            resp = await self._ask(walk, topic)
+            if resp is None:
+                continue  # the next broker of the service URL
+            if resp.error.code == common_pb2.SERVICE_NOT_READY:
+                if loop.time() + delay > deadline:
+                    raise from_wire(resp.error)
+                await asyncio.sleep(delay)  # a retry timer while the bundle moves
+                delay = min(delay * 2, LOOKUP_BACKOFF_S[1])
+                walk.conn, walk.authoritative = self.service, False
+                continue
+            walk.unreachable = 0
+            if resp.error.code:
+                raise from_wire(resp.error)
+            owner = self._follow(walk, topic, resp)
+            if owner is not None:
+                return owner
+
+    async def _ask(self, walk: _LookupWalk, topic: str) -> broker_pb2.LookupResponse | None:
+        """The answer of the broker the walk is at. A broker named by a lookup
+        that does not answer may be dead with its registration not yet
+        expired: that answers SERVICE_NOT_READY (look up again). A service
+        broker that does not answer moves the walk to the next one (None)."""
+        conn = walk.conn
+        try:
+            await conn.ensure_ready(
+                None if conn is self.service else min(LOOKUP_PROBE_S, self.timeout_s)
+            )
+            return await conn.stub.Lookup(  # type: ignore[no-any-return]
+                broker_pb2.LookupRequest(topic=topic, authoritative=walk.authoritative),
+                timeout=self.timeout_s,
+            )
+        except ConnectError:
+            if conn is not self.service:
+                return broker_pb2.LookupResponse(
                     error=common_pb2.Error(
                         code=common_pb2.SERVICE_NOT_READY,
                         message=f"broker {conn.address} for {topic} does not answer",
                     )
                 )
-            if code == common_pb2.SERVICE_NOT_READY:
-                if asyncio.get_running_loop().time() + delay > deadline:
-                    raise from_wire(resp.error)
-                await asyncio.sleep(delay)  # a retry timer while the bundle moves
-                delay = min(delay * 2, LOOKUP_BACKOFF_S[1])
-                conn, authoritative = self.service, False
-                continue
-            unreachable = 0
-            if code:
-                raise from_wire(resp.error)
-            target = self.get(resp.broker_url)
-            if not resp.redirect:
-                if target is conn:
-                    return target  # the owner itself answered
-                conn, authoritative = target, False  # have the owner confirm (and be alive)
-                hops += 1
-                if hops > MAX_LOOKUP_REDIRECTS:
-                    raise MagnetarLookupError(f"lookup of {topic} did not settle")
-                continue
-            hops += 1
-            if hops > MAX_LOOKUP_REDIRECTS:
-                raise MagnetarLookupError(
-                    f"lookup of {topic} was redirected more than {MAX_LOOKUP_REDIRECTS} times"
-                )
-            conn, authoritative = target, resp.authoritative
+            walk.unreachable += 1
+            if walk.unreachable >= len(self._services):
+                raise
+            i = self._services.index(conn)
+            self.service = walk.conn = self._services[(i + 1) % len(self._services)]
+            return None
+
+    def _follow(
+        self, walk: _LookupWalk, topic: str, resp: broker_pb2.LookupResponse
+    ) -> Connection | None:
+        """The owner, when the broker asked is the one named; else the walk
+        moves on to the broker named (at most MAX_LOOKUP_REDIRECTS hops)."""
+        target = self.get(resp.broker_url)
+        if not resp.redirect:
+            if target is walk.conn:
+                return target  # the owner itself answered
+            walk.conn, walk.authoritative = target, False  # have the owner confirm (and be alive)
+            walk.hops += 1
+            if walk.hops > MAX_LOOKUP_REDIRECTS:
+                raise MagnetarLookupError(f"lookup of {topic} did not settle")
+            return None
+        walk.hops += 1
+        if walk.hops > MAX_LOOKUP_REDIRECTS:
+            raise MagnetarLookupError(
+                f"lookup of {topic} was redirected more than {MAX_LOOKUP_REDIRECTS} times"
+            )
+        walk.conn, walk.authoritative = target, resp.authoritative
+        return None
 
     async def close(self) -> None:
         for conn in self._pool.values():

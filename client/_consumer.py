@@ -1,203 +1,79 @@
 """The consumer engine shared by the sync and asyncio APIs.
 
-Theory of operation. The broker pushes entries against permits; the engine
-unpacks them into messages and queues them (up to ``receiver_queue_size``,
-the permits it granted). Each message taken by the application frees a
-permit; once half the queue has been taken the permits go back to the broker
-in one ``Flow``. Acknowledgements are grouped for up to
-``ACK_GROUP_TIME_S`` and sent as one ``Ack`` per type; ``close()`` sends what
-is left first. A batch entry is acknowledged to the broker only when all its
-messages are.
+Theory of operation. The engine wires the consumer's pieces to one gRPC
+``Consume`` stream (``_consumer_stream``) and one lock (the application's
+threads and the event loop share them):
+
+* It subscribes with its options (``_consumer_options``) and grants
+  ``receiver_queue_size`` permits.
+* The reader task turns each delivery into messages (``_entry_decoder``:
+  chunks, batch-index masks, the dead letter threshold, a start id inside a
+  batch) and puts them in the receiver queue (``_receiver_queue``), which
+  says when freed permits go back in one ``Flow``.
+* Acknowledgements go to the ack grouping tracker (``_ack_grouping``), which
+  says when to flush; ``close()``, ``seek`` and redelivery requests flush
+  first. A batch entry is acknowledged to the broker only when all its
+  messages are (or per index, with batch-index acks).
+* Negative acks and ack timeouts (``_redelivery_task``, over the trackers
+  of ``redelivery``) are checked once per tick and sent as one redeliver
+  request.
+* When the stream breaks or the topic moves, the engine looks the topic up,
+  subscribes again (a reader from after the last message it read), and
+  sends the acknowledgements a failed flush kept; the queue is dropped,
+  since the broker delivers its messages again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-import grpc
-
+from client._ack_grouping import AckGroupingTracker, ack_target, cumulative_position
 from client._connection import (
-    RECONNECT_CODES,
     Connection,
     Resolver,
     call_in_loop,
     retry_with_backoff,
 )
-from client._producer import from_wire_or
-from client.chunks import Assembled, ChunkAssembler
-from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
-from client.enums import (
-    ConsumerType,
-    InitialPosition,
-    KeySharedMode,
-    RegexSubscriptionMode,
-    SubscriptionMode,
+from client._consumer_options import ConsumerOptions, id_data_of, subscribe_request
+from client._consumer_stream import ConsumerStream
+from client._entry_decoder import (
+    DecodedEntry,
+    DeliveredEntry,
+    EntryDecoder,
+    StartMessageSkip,
+    unread_stored,
 )
+from client._receiver_queue import ReceiverQueue
+from client._redelivery_task import RedeliveryTask
+from client.chunks import ChunkAssembler
+from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
+from client.enums import ConsumerType, InitialPosition
 from client.exceptions import (
     AlreadyClosed,
     ConnectError,
     ConsumerBusy,
     CumulativeAcknowledgementNotAllowedError,
-    InvalidConfiguration,
     MagnetarError,
     ServiceUnitNotReady,
     Timeout,
-    from_wire,
+    from_wire_or,
 )
-from client.message import Message, is_chunk, unpack_split
-from client.policies import (
-    ConsumerBatchReceivePolicy,
-    ConsumerDeadLetterPolicy,
-    ConsumerKeySharedPolicy,
-    MultiplierRedeliveryBackoff,
-)
-from client.redelivery import AckTimeoutTracker, NegativeAckTracker
-from protos import broker_pb2, common_pb2
-from protos.entry import split_entry
-from protos.message_id import MessageId, id_data, id_fields
+from client.message import Message
+from client.policies import ConsumerDeadLetterPolicy
+from protos import broker_pb2
+from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
 
-ACK_GROUP_TIME_S = 0.1
-ACK_GROUP_MAX = 1000
-
-_SUB_TYPES = {
-    ConsumerType.Exclusive: broker_pb2.EXCLUSIVE,
-    ConsumerType.Shared: broker_pb2.SHARED,
-    ConsumerType.Failover: broker_pb2.FAILOVER,
-    ConsumerType.KeyShared: broker_pb2.KEY_SHARED,
-}
-
-
-@dataclass
-class ConsumerOptions:
-    consumer_type: ConsumerType = ConsumerType.Exclusive
-    receiver_queue_size: int = 1000
-    consumer_name: str | None = None
-    initial_position: InitialPosition = InitialPosition.Latest
-    subscription_mode: SubscriptionMode = SubscriptionMode.Durable
-    priority_level: int = 0
-    key_shared_policy: ConsumerKeySharedPolicy | None = None
-    # Readers: where to start (None = initial_position).
-    start_message_id: MessageId | None = None
-    start_message_id_inclusive: bool = False
-    # Regex subscriptions.
-    pattern_auto_discovery_period: float = 60
-    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
-    # Client-side redelivery.
-    negative_ack_redelivery_delay_ms: int = 60000
-    negative_ack_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
-    unacked_messages_timeout_ms: int | None = None
-    ack_timeout_tick_time_ms: int = 1000
-    ack_timeout_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
-    dead_letter_policy: ConsumerDeadLetterPolicy | None = None
-    batch_receive_policy: ConsumerBatchReceivePolicy | None = None
-    batch_index_ack_enabled: bool = False
-    # Chunked messages.
-    max_pending_chunked_message: int = 10
-    auto_ack_oldest_chunked_message_on_queue_full: bool = False
-    expire_time_of_incomplete_chunked_message_ms: int = 60000
-
-    def validate(self) -> None:
-        if self.max_pending_chunked_message < 1:
-            raise InvalidConfiguration(
-                f"max_pending_chunked_message is {self.max_pending_chunked_message}; it must be >= 1"
-            )
-        if self.expire_time_of_incomplete_chunked_message_ms < 1:
-            raise InvalidConfiguration(
-                "expire_time_of_incomplete_chunked_message_ms must be >= 1, not "
-                f"{self.expire_time_of_incomplete_chunked_message_ms}"
-            )
-        if (
-            not isinstance(self.negative_ack_redelivery_delay_ms, int)
-            or self.negative_ack_redelivery_delay_ms < 0
-        ):
-            raise InvalidConfiguration(
-                f"negative_ack_redelivery_delay_ms is {self.negative_ack_redelivery_delay_ms!r}; "
-                "it must be an int >= 0"
-            )
-        for name in ("negative_ack_redelivery_backoff", "ack_timeout_redelivery_backoff"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, MultiplierRedeliveryBackoff):
-                raise InvalidConfiguration(f"{name} must be a MultiplierRedeliveryBackoff")
-        timeout = self.unacked_messages_timeout_ms
-        if timeout is not None and (not isinstance(timeout, int) or timeout < 1000):
-            raise InvalidConfiguration(
-                f"unacked_messages_timeout_ms is {timeout!r}; it must be >= 1000 (or None: off)"
-            )
-        if not isinstance(self.ack_timeout_tick_time_ms, int) or self.ack_timeout_tick_time_ms < 1:
-            raise InvalidConfiguration(
-                f"ack_timeout_tick_time_ms is {self.ack_timeout_tick_time_ms!r}; it must be >= 1"
-            )
-        if self.dead_letter_policy is not None and not isinstance(
-            self.dead_letter_policy, ConsumerDeadLetterPolicy
-        ):
-            raise InvalidConfiguration("dead_letter_policy must be a ConsumerDeadLetterPolicy")
-        if self.batch_receive_policy is not None and not isinstance(
-            self.batch_receive_policy, ConsumerBatchReceivePolicy
-        ):
-            raise InvalidConfiguration("batch_receive_policy must be a ConsumerBatchReceivePolicy")
-        if not isinstance(self.pattern_auto_discovery_period, int | float) or not (
-            self.pattern_auto_discovery_period > 0
-        ):
-            raise InvalidConfiguration(
-                f"pattern_auto_discovery_period is {self.pattern_auto_discovery_period!r}; it "
-                "must be a number of seconds > 0"
-            )
-        if not isinstance(self.regex_subscription_mode, RegexSubscriptionMode):
-            raise InvalidConfiguration(
-                f"regex_subscription_mode {self.regex_subscription_mode!r} is not a "
-                "RegexSubscriptionMode"
-            )
-        if not isinstance(self.priority_level, int) or self.priority_level < 0:
-            raise InvalidConfiguration(
-                f"priority_level is {self.priority_level!r}; it must be an int >= 0 "
-                "(0 = the highest priority)"
-            )
-        if self.receiver_queue_size < 1:
-            raise InvalidConfiguration(
-                f"receiver_queue_size is {self.receiver_queue_size}; it must be >= 1"
-            )
-        if not isinstance(self.consumer_type, ConsumerType):
-            raise InvalidConfiguration(
-                f"consumer_type {self.consumer_type!r} is not a ConsumerType"
-            )
-        if self.key_shared_policy is not None:
-            if not isinstance(self.key_shared_policy, ConsumerKeySharedPolicy):
-                raise InvalidConfiguration(
-                    f"key_shared_policy {self.key_shared_policy!r} is not a ConsumerKeySharedPolicy"
-                )
-            if self.consumer_type != ConsumerType.KeyShared:
-                raise InvalidConfiguration(
-                    f"key_shared_policy is for ConsumerType.KeyShared, not {self.consumer_type.name}"
-                )
-        if not isinstance(self.initial_position, InitialPosition):
-            raise InvalidConfiguration(
-                f"initial_position {self.initial_position!r} is not an InitialPosition"
-            )
-
-
-def _key_shared_meta(policy: ConsumerKeySharedPolicy | None) -> broker_pb2.KeySharedMeta:
-    if policy is None:
-        return broker_pb2.KeySharedMeta()
-    ranges = policy.sticky_ranges()
-    return broker_pb2.KeySharedMeta(
-        mode=(
-            broker_pb2.STICKY
-            if policy.key_shared_mode() == KeySharedMode.Sticky
-            else broker_pb2.AUTO_SPLIT
-        ),
-        allow_out_of_order_delivery=policy.allow_out_of_order_delivery(),
-        range_starts=[r[0] for r in ranges],
-        range_ends=[r[1] for r in ranges],
-    )
+# Failures while subscribing again that mean "try again in a moment".
+RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
+CLOSE_TIMEOUT_S = 5  # how long close() waits for the broker to end the stream
+_NO_CUMULATIVE_ACK = (ConsumerType.Shared, ConsumerType.KeyShared)
 
 
 class ConsumerEngine:
@@ -220,45 +96,39 @@ class ConsumerEngine:
         self.name = options.consumer_name or ""
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
-        self._incoming: collections.deque[Message] = collections.deque()
+        self._incoming: ReceiverQueue[Message] = ReceiverQueue(options.receiver_queue_size)
         self._async_waiter: asyncio.Future | None = None
-        self._request_result: asyncio.Future | None = None
-        self._request_lock = asyncio.Lock()
-        # A batched start id: messages of its entry before it are skipped.
-        self._skip_before: MessageId | None = None
-        self._skip_inclusive = options.start_message_id_inclusive
-        start = options.start_message_id
-        if start is not None and start.batch_index() >= 0 and start.ledger_id() >= 0:
-            self._skip_before = start
+        self._stream = ConsumerStream(loop, partition)
+        self._start_skip = StartMessageSkip(
+            options.start_message_id, options.start_message_id_inclusive
+        )
+        policy = options.dead_letter_policy
+        self._decoder = EntryDecoder(
+            partition,
+            ChunkAssembler(
+                options.max_pending_chunked_message,
+                options.expire_time_of_incomplete_chunked_message_ms / 1000,
+            ),
+            policy.max_redeliver_count() if policy is not None else None,
+        )
         self.last_dequeued: MessageId | None = None
-        self._taken_since_flow = 0
-        self._individual: list[tuple[int, int]] = []
-        # Batch-index acks not sent yet: entry -> (batch size, acked indexes).
-        self._batch_acks: dict[tuple[int, int], tuple[int, set[int]]] = {}
-        self._cumulative: tuple[int, int] | None = None
-        self._ack_flush_scheduled = False
-        self._flow_scheduled = False
+        self._acks = AckGroupingTracker(
+            options.ack_grouping_time_ms / 1000, options.ack_grouping_max_size
+        )
         self.closed = False
         self.failure: MagnetarError | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
         self._reader_task: asyncio.Task | None = None
-        self._write_lock = asyncio.Lock()
         # A multi-topic consumer's wake-up (called on the loop when messages arrive).
         self.on_arrival: Callable[[], None] | None = None
         # The broker serving a topic (reconnection; dead letter and retry topics).
         self.resolver: Resolver = self._same_connection
         self._started = False
         self._reconnecting = False
-        self._nacks = NegativeAckTracker()
-        timeout_ms = options.unacked_messages_timeout_ms
-        self._ack_timeouts = AckTimeoutTracker(timeout_ms / 1000) if timeout_ms else None
-        self._redelivery_task: asyncio.Task | None = None
+        self._redelivery = RedeliveryTask(
+            options, loop, self._redeliver_positions, lambda: not self.closed, lambda: self.topic
+        )
         self._dead_letters: DeadLetterPublisher | None = None
         self._side_tasks: set[asyncio.Task] = set()
-        self._chunks = ChunkAssembler(
-            options.max_pending_chunked_message,
-            options.expire_time_of_incomplete_chunked_message_ms / 1000,
-        )
         self._chunk_timer: asyncio.TimerHandle | None = None
         # Chunks given up in this event-loop turn, redelivered in one request.
         self._dropped_chunks: list[tuple[int, int]] = []
@@ -268,56 +138,33 @@ class ConsumerEngine:
     async def _same_connection(self, topic: str) -> Connection:
         return self.connection
 
+    # ------------------------------------------------------------ the stream
+
     async def _open_stream(self) -> None:
         """A stream subscribed as this consumer (at start and after a
         reconnection, when the topic is looked up again)."""
         if self.resolver is not None and self._started:
             self.connection = await self.resolver(self.topic)
-        await self.connection.ensure_ready()
-        call = self.connection.stub.Consume()
         start = self.opts.start_message_id
         inclusive = self.opts.start_message_id_inclusive
         if self._started and self.last_dequeued is not None:
             start, inclusive = self.last_dequeued, False  # a reader resumes after what it read
-        await call.write(
-            broker_pb2.ConsumerRequest(
-                subscribe=broker_pb2.Subscribe(
-                    topic=self.topic,
-                    subscription=self.subscription,
-                    sub_type=_SUB_TYPES[self.opts.consumer_type],  # type: ignore[arg-type]
-                    initial_position=(
-                        broker_pb2.EARLIEST
-                        if self.opts.initial_position == InitialPosition.Earliest
-                        else broker_pb2.LATEST
-                    ),
-                    consumer_name=self.name,
-                    durable=self.opts.subscription_mode == SubscriptionMode.Durable,
-                    priority_level=self.opts.priority_level,
-                    start_message_id=_id_data(start),
-                    start_message_id_inclusive=inclusive,
-                    key_shared=_key_shared_meta(self.opts.key_shared_policy),
-                )
-            )
+        subscribed = await self._stream.open(
+            self.connection,
+            subscribe_request(
+                self.opts, self.topic, self.subscription, self.name, start, inclusive
+            ),
+            self.opts.receiver_queue_size,
         )
-        resp = await call.read()
-        if resp is grpc.aio.EOF:
-            raise from_wire_or(None, f"the broker closed the consumer stream on {self.topic}")
-        if resp.HasField("error"):
-            call.cancel()
-            raise from_wire(resp.error)
-        self._call = call
-        self.name = resp.subscribed.consumer_name
-        self.topic = resp.subscribed.topic
-        await self._write(
-            broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=self.opts.receiver_queue_size))
-        )
+        self.name = subscribed.consumer_name
+        self.topic = subscribed.topic
 
     async def start(self) -> None:
         await self._open_stream()
         self._started = True
         self._reader_task = self.loop.create_task(self._reader())
-        if self._ack_timeouts is not None:
-            self._ensure_redelivery_task()
+        if self._redelivery.ack_timeouts_on:
+            self._redelivery.start()
         policy = self.opts.dead_letter_policy
         if policy is not None and policy.initial_subscription_name():
             try:
@@ -344,73 +191,24 @@ class ConsumerEngine:
         await probe.start()
         await probe.close()
 
-    async def _write(self, req: broker_pb2.ConsumerRequest) -> None:
-        assert self._call is not None
-        async with self._write_lock:
-            try:
-                await self._call.write(req)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
-                # The call was cancelled to reconnect: the caller keeps its data.
-                raise ConnectError(f"the stream of consumer {self.name} was replaced") from None
-
     async def _reader(self) -> None:
         while not self.closed:
-            call = self._call
-            assert call is not None
-            why = "the broker closed the stream"
-            try:
-                while (resp := await call.read()) is not grpc.aio.EOF:
-                    kind = resp.WhichOneof("response")
-                    if kind == "deliveries":
-                        self._on_deliveries(resp.deliveries)
-                    elif kind == "ack_error":
-                        log.warning(
-                            "%s: the broker refused an ack: %s", self.topic, resp.ack_error.message
-                        )
-                    elif kind == "error":
-                        if resp.error.code not in RECONNECT_CODES:
-                            self._fail(from_wire(resp.error))
-                            return
-                        why = resp.error.message
-                        break
-                    elif kind in ("unsubscribed", "request_error", "seek_done", "last_message_id"):
-                        self._answer(kind, resp)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                why = f"the connection failed: {exc}"
+            why = await self._stream.read_until_broken(self._on_deliveries)
+            if isinstance(why, MagnetarError):
+                self._fail(why)
+                return
             if self.closed:
                 return
             log.info("%s: consumer %s reconnects (%s)", self.topic, self.name, why)
             if not await self._reconnect():
                 return
 
-    def _answer(self, kind: str, resp: broker_pb2.ConsumerResponse) -> None:
-        fut = self._request_result
-        if fut is not None and not fut.done():
-            if kind == "request_error":
-                fut.set_exception(from_wire(resp.request_error))
-            elif kind == "last_message_id":
-                ledger_id, entry_id, _, _ = id_fields(resp.last_message_id.message_id)
-                fut.set_result(MessageId(ledger_id, entry_id, self.partition))
-            else:
-                fut.set_result(None)
-        elif kind == "request_error":
-            log.warning(
-                "%s: the broker refused a request: %s", self.topic, resp.request_error.message
-            )
-
     async def _reconnect(self) -> bool:
         """Subscribe again where the topic is served now. Messages queued here
         and not taken are dropped: the broker delivers them again."""
-        if self._call is not None:
-            self._call.cancel()
+        self._stream.cancel()
         with self._arrived:
-            self._incoming.clear()
-            self._taken_since_flow = 0
+            self._incoming.restart()
 
         async def attempt() -> None:
             await self._open_stream()
@@ -428,61 +226,19 @@ class ConsumerEngine:
         finally:
             self._reconnecting = False
 
+    # ------------------------------------------------------------ deliveries
+
     def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
-        messages: list[Message] = []
-        policy = self.opts.dead_letter_policy
         masks = list(d.acked_batch_indexes) or [b""] * len(d.entries)
-        for ledger_id, entry_id, redelivery, entry, mask in zip(
+        messages: list[Message] = []
+        for delivered in zip(
             d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, masks, strict=True
         ):
-            try:
-                meta, view = split_entry(entry)
-                payload: bytes | memoryview = view
-                whole = None
-                if is_chunk(meta):
-                    whole = self._on_chunk(meta, view, (ledger_id, entry_id), redelivery)
-                    if whole is None:
-                        continue
-                    payload = whole.payload
-                    redelivery = whole.redelivery_count
-                unpacked = unpack_split(
-                    meta, payload, ledger_id, entry_id, self.partition, self.topic, redelivery
-                )
-                if whole is not None:
-                    unpacked[0]._chunks = whole.positions
-                    self._chunked[(ledger_id, entry_id)] = whole.positions
-                if mask:
-                    before = len(unpacked)
-                    unpacked = _skip_acked(unpacked, int.from_bytes(mask, "little"))
-                    self._release_permits(before - len(unpacked))
-                    if not unpacked:
-                        continue
-            except MagnetarError as exc:
-                log.error(
-                    "%s: dropping undecodable entry %d:%d: %s", self.topic, ledger_id, entry_id, exc
-                )
-                continue
-            if policy is not None and redelivery > policy.max_redeliver_count():
-                self._to_dead_letter_topic(unpacked, (ledger_id, entry_id))
-                continue
-            messages.extend(unpacked)
-        skip = self._skip_before
-        if skip is not None and messages:
-            keep_self = self._skip_inclusive
-            kept = []
-            for m in messages:
-                mid = m.message_id()
-                if mid.position != skip.position:
-                    if mid.position > skip.position:
-                        self._skip_before = None
-                    kept.append(m)
-                elif mid.batch_index() > skip.batch_index() or (
-                    keep_self and mid.batch_index() == skip.batch_index()
-                ):
-                    kept.append(m)
-            messages = kept
+            decoded = self._decoder.decode(DeliveredEntry(*delivered), self.topic, time.monotonic())
+            messages.extend(self._apply(decoded))
+        messages = self._start_skip.filter(messages)
         with self._arrived:
-            self._incoming.extend(messages)
+            self._incoming.put(messages)
             self._arrived.notify_all()
         waiter = self._async_waiter
         if waiter is not None and not waiter.done():
@@ -490,34 +246,34 @@ class ConsumerEngine:
         if self.on_arrival is not None and messages:
             self.on_arrival()
 
-    def _on_chunk(
-        self,
-        meta: common_pb2.MessageMetadata,
-        payload: memoryview,
-        pos: tuple[int, int],
-        redelivery: int,
-    ) -> Assembled | None:
-        whole, dropped = self._chunks.add(
-            meta.uuid,
-            meta.chunk_id,
-            meta.num_chunks_from_msg,
-            bytes(payload),
-            pos,
-            time.monotonic(),
-            redelivery,
-        )
-        self._drop_chunks(dropped)
-        if whole is None:
-            self._release_permits(1)  # held here, not in the queue
-            if self._chunk_timer is None and len(self._chunks):
-                self._chunk_timer = self.loop.call_later(self._chunks.expire_s, self._expire_chunks)
-        return whole
+    def _apply(self, decoded: DecodedEntry) -> list[Message]:
+        """Act on one decoded entry; its messages for the queue."""
+        self._drop_chunks(decoded.dropped_chunks)
+        self._release_permits(decoded.freed_permits)
+        chunks = self._decoder.chunks
+        if decoded.held_chunk and self._chunk_timer is None and len(chunks):
+            self._chunk_timer = self.loop.call_later(chunks.expire_s, self._expire_chunks)
+        if decoded.error is not None:
+            log.error(
+                "%s: dropping undecodable entry %d:%d: %s",
+                self.topic,
+                *decoded.position,
+                decoded.error,
+            )
+            return []
+        if decoded.chunk_positions is not None:
+            self._chunked[decoded.position] = decoded.chunk_positions
+        if decoded.dead_letter:
+            self._to_dead_letter_topic(decoded.messages, decoded.position)
+            return []
+        return decoded.messages
 
     def _expire_chunks(self) -> None:
         self._chunk_timer = None
-        self._drop_chunks(self._chunks.expire(time.monotonic()))
-        if len(self._chunks):
-            self._chunk_timer = self.loop.call_later(self._chunks.expire_s / 4, self._expire_chunks)
+        chunks = self._decoder.chunks
+        self._drop_chunks(chunks.expire(time.monotonic()))
+        if len(chunks):
+            self._chunk_timer = self.loop.call_later(chunks.expire_s / 4, self._expire_chunks)
 
     def _drop_chunks(self, dropped: list[list[tuple[int, int]]]) -> None:
         """Incomplete chunked messages given up: acked, or delivered again later."""
@@ -526,16 +282,13 @@ class ConsumerEngine:
             return
         if self.opts.auto_ack_oldest_chunked_message_on_queue_full:
             with self._lock:
-                self._individual.extend(positions)
-                self._schedule_ack_flush_locked(False)
+                self._arm_ack_flush(self._acks.add_individual(positions, time.monotonic()))
             return
         # One request for everything dropped in this turn, in position order:
         # separate requests could come back in either order, and a later
         # chunk redelivered before its first would be dropped again.
         if not self._dropped_chunks:
-            task = self.loop.create_task(self._redeliver_dropped_chunks())
-            self._side_tasks.add(task)
-            task.add_done_callback(self._side_tasks.discard)
+            self._side_task(self._redeliver_dropped_chunks())
         self._dropped_chunks.extend(positions)
 
     async def _redeliver_dropped_chunks(self) -> None:
@@ -567,29 +320,36 @@ class ConsumerEngine:
                 log.warning("%s: dead-lettering %s failed: %s", self.topic, pos, exc)
                 return
             with self._lock:
-                self._individual.append(pos)
-                self._schedule_ack_flush_locked(False)
+                self._arm_ack_flush(self._acks.add_individual([pos], time.monotonic()))
 
         self._release_permits(len(messages))
-        task = self.loop.create_task(run())
+        self._side_task(run())
+
+    def _side_task(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(coro)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
+
+    # ------------------------------------------------------------ permits
 
     def _release_permits(self, n: int) -> None:
         """Messages that used permits but will not be taken by the application."""
         if n <= 0:
             return
         with self._lock:
-            self._permits_used_locked(n)
+            self._grant(self._incoming.release(n))
 
-    def _permits_used_locked(self, n: int) -> None:
-        """Count ``n`` messages out of the queue; once half of it is out, the
-        permits go back to the broker in one Flow."""
-        self._taken_since_flow += n
-        if self._taken_since_flow < max(1, self.opts.receiver_queue_size // 2):
-            return
-        permits, self._taken_since_flow = self._taken_since_flow, 0
-        call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
+    def _grant(self, permits: int) -> None:
+        if permits:
+            call_in_loop(self.loop, lambda: self.loop.create_task(self._send_flow(permits)))
+
+    async def _send_flow(self, permits: int) -> None:
+        try:
+            await self._stream.write(
+                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=permits))
+            )
+        except Exception as exc:
+            log.debug("sending flow failed: %s", exc)
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failure = exc
@@ -601,12 +361,6 @@ class ConsumerEngine:
         if self.on_arrival is not None:
             self.on_arrival()
 
-    def try_take(self) -> Message | None:
-        """A queued message, or None at once (multi-topic consumers poll)."""
-        with self._lock:
-            self._check()
-            return self._took(self._incoming.popleft()) if self._incoming else None
-
     # ------------------------------------------------------------ receiving
 
     def _check(self) -> None:
@@ -615,20 +369,18 @@ class ConsumerEngine:
         if self.failure is not None:
             raise self.failure
 
-    def _took(self, msg: Message) -> Message:
+    def _take_locked(self) -> Message:
+        msg, permits = self._incoming.take()
         self.last_dequeued = msg.message_id()
-        if self._ack_timeouts is not None:
-            backoff = self.opts.ack_timeout_redelivery_backoff
-            extra_s = backoff.next(msg.redelivery_count()) / 1000 if backoff else 0.0
-            self._ack_timeouts.taken(msg.message_id().position, time.monotonic(), extra_s)
-        self._permits_used_locked(1)
+        self._redelivery.taken(msg, time.monotonic())
+        self._grant(permits)
         return msg
 
-    async def _send_flow(self, permits: int) -> None:
-        try:
-            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=permits)))
-        except Exception as exc:
-            log.debug("sending flow failed: %s", exc)
+    def try_take(self) -> Message | None:
+        """A queued message, or None at once (multi-topic consumers poll)."""
+        with self._lock:
+            self._check()
+            return self._take_locked() if self._incoming else None
 
     def receive_blocking(self, timeout_millis: int | None) -> Message:
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
@@ -636,7 +388,7 @@ class ConsumerEngine:
             while True:
                 self._check()
                 if self._incoming:
-                    return self._took(self._incoming.popleft())
+                    return self._take_locked()
                 if deadline is None:
                     self._arrived.wait(0.5)
                     continue
@@ -651,7 +403,7 @@ class ConsumerEngine:
             with self._lock:
                 self._check()
                 if self._incoming:
-                    return self._took(self._incoming.popleft())
+                    return self._take_locked()
             self._async_waiter = self.loop.create_future()
             try:
                 if deadline is None:
@@ -669,163 +421,75 @@ class ConsumerEngine:
             finally:
                 self._async_waiter = None
 
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._incoming)
+
     # ------------------------------------------------------------ acknowledging
 
     def acknowledge(self, target: Message | MessageId) -> None:
         with self._lock:
             self._check()
-            if isinstance(target, Message):
-                batch = target._batch
-                mid = target.message_id()
-                if batch is not None and not batch.ack(mid.batch_index()):
-                    if self.opts.batch_index_ack_enabled:
-                        acked = self._batch_acks.setdefault(mid.position, (batch.size, set()))
-                        acked[1].add(mid.batch_index())
-                        self._schedule_ack_flush_locked(False)
-                    return
-            elif isinstance(target, MessageId):
-                mid = target
-            else:
-                raise TypeError(
-                    f"acknowledge takes a Message or MessageId, not {type(target).__name__}"
-                )
+            mid, batch = ack_target(target, "acknowledge")
+            now_s = time.monotonic()
+            if batch is not None and not batch.ack(mid.batch_index()):
+                if self.opts.batch_index_ack_enabled:
+                    self._arm_ack_flush(
+                        self._acks.add_batch_index(
+                            mid.position, batch.size, mid.batch_index(), now_s
+                        )
+                    )
+                return
             chunks = self._chunked.pop(mid.position, None)
-            if chunks:
-                self._individual.extend(chunks[:-1])  # a chunked message: all its chunks
-            self._individual.append(mid.position)
-            self._nacks.acked(mid.position)
-            if self._ack_timeouts is not None:
-                self._ack_timeouts.acked(mid.position)
-            self._schedule_ack_flush_locked(len(self._individual) >= ACK_GROUP_MAX)
+            # A chunked message: all its chunks.
+            positions = [*chunks[:-1], mid.position] if chunks else [mid.position]
+            self._redelivery.acked(mid.position)
+            self._arm_ack_flush(self._acks.add_individual(positions, now_s))
 
     def acknowledge_cumulative(self, target: Message | MessageId) -> None:
-        if self.opts.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+        if self.opts.consumer_type in _NO_CUMULATIVE_ACK:
             raise CumulativeAcknowledgementNotAllowedError(
                 f"cumulative acknowledgement is not allowed on a {self.opts.consumer_type.name} "
                 "subscription"
             )
         with self._lock:
             self._check()
-            if isinstance(target, Message):
-                mid = target.message_id()
-                batch = target._batch
-                if (
-                    batch is not None
-                    and not batch.ack_through(mid.batch_index())
-                    and batch.outstanding
-                ):
-                    # Part of a batch: everything before this entry is acknowledged.
-                    pos = (mid.ledger_id(), mid.entry_id() - 1)
-                else:
-                    pos = mid.position
-            elif isinstance(target, MessageId):
-                pos = target.position
-            else:
-                raise TypeError(
-                    f"acknowledge_cumulative takes a Message or MessageId, not {type(target).__name__}"
-                )
-            if self._cumulative is None or pos > self._cumulative:
-                self._cumulative = pos
-            self._schedule_ack_flush_locked(False)
+            pos = cumulative_position(target)
+            self._arm_ack_flush(self._acks.add_cumulative(pos, time.monotonic()))
 
-    def _schedule_ack_flush_locked(self, now: bool) -> None:
-        if self._ack_flush_scheduled and not now:
+    def _arm_ack_flush(self, delay_s: float | None) -> None:
+        """The flush timer the ack grouping tracker asked for (if any)."""
+        if delay_s is None:
             return
-        self._ack_flush_scheduled = True
-        delay = 0.0 if now else ACK_GROUP_TIME_S
 
         def arm() -> None:
-            self.loop.call_later(delay, lambda: self.loop.create_task(self.flush_acks()))
+            self.loop.call_later(delay_s, lambda: self.loop.create_task(self.flush_acks()))
 
         call_in_loop(self.loop, arm)
 
     async def flush_acks(self) -> None:
         with self._lock:
-            individual, self._individual = self._individual, []
-            cumulative, self._cumulative = self._cumulative, None
-            batch_acks, self._batch_acks = self._batch_acks, {}
-            self._ack_flush_scheduled = False
-        if self._call is None:
+            acks = self._acks.take()
+        if self._stream.call is None:
             return
         try:
-            if individual or batch_acks:
-                ack = broker_pb2.Ack(ack_type=broker_pb2.INDIVIDUAL)
-                ack.ledger_ids.extend(p[0] for p in individual)
-                ack.entry_ids.extend(p[1] for p in individual)
-                done = set(individual)
-                for pos, (size, indexes) in batch_acks.items():
-                    if pos not in done:
-                        ack.batch_acks.add(
-                            ledger_id=pos[0],
-                            entry_id=pos[1],
-                            batch_size=size,
-                            indexes=sorted(indexes),
-                        )
-                await self._write(broker_pb2.ConsumerRequest(ack=ack))
-            if cumulative is not None:
-                ack = broker_pb2.Ack(ack_type=broker_pb2.CUMULATIVE)
-                ack.ledger_ids.append(cumulative[0])
-                ack.entry_ids.append(cumulative[1])
-                await self._write(broker_pb2.ConsumerRequest(ack=ack))
+            await self._stream.send_acks(acks)
         except Exception as exc:
-            # Kept for the next flush (after a reconnection).
             with self._lock:
-                self._individual[:0] = individual
-                if cumulative is not None and (
-                    self._cumulative is None or cumulative > self._cumulative
-                ):
-                    self._cumulative = cumulative
-                for pos, acked in batch_acks.items():
-                    self._batch_acks.setdefault(pos, (acked[0], set()))[1].update(acked[1])
+                self._acks.restore(acks)
             log.debug("%s: sending acks failed (%s); kept for the next flush", self.topic, exc)
+
+    # ------------------------------------------------------------ redelivery
 
     def negative_acknowledge(self, target: Message | MessageId) -> None:
         """Have this message delivered again after the nack delay (its whole
         entry: every message of a batch comes back)."""
         with self._lock:
             self._check()
-            if isinstance(target, Message):
-                mid, count = target.message_id(), target.redelivery_count()
-            elif isinstance(target, MessageId):
-                mid, count = target, 0
-            else:
-                raise TypeError(
-                    f"negative_acknowledge takes a Message or MessageId, not {type(target).__name__}"
-                )
-            backoff = self.opts.negative_ack_redelivery_backoff
-            delay_ms = (
-                backoff.next(count) if backoff else self.opts.negative_ack_redelivery_delay_ms
-            )
-            self._nacks.nack(mid.position, time.monotonic(), delay_ms / 1000)
-            if self._ack_timeouts is not None:
-                self._ack_timeouts.acked(mid.position)
-        call_in_loop(self.loop, self._ensure_redelivery_task)
-
-    def _ensure_redelivery_task(self) -> None:
-        if self._redelivery_task is None and not self.closed:
-            self._redelivery_task = self.loop.create_task(self._redelivery_loop())
-
-    def _redelivery_tick_s(self) -> float:
-        tick = 0.05  # nack deadlines are met within 50 ms
-        if self._ack_timeouts is not None and not len(self._nacks):
-            tick = self.opts.ack_timeout_tick_time_ms / 1000
-        return tick
-
-    async def _redelivery_loop(self) -> None:
-        """Send what the nack and ack-timeout trackers say is due, once per tick."""
-        while not self.closed:
-            await asyncio.sleep(self._redelivery_tick_s())  # a timer, not a wait on state
-            now = time.monotonic()
-            with self._lock:
-                due = set(self._nacks.due(now))
-                if self._ack_timeouts is not None:
-                    due.update(self._ack_timeouts.due(now))
-            if not due:
-                continue
-            try:
-                await self._redeliver_positions(sorted(due))
-            except Exception as exc:
-                log.warning("%s: redelivery request failed: %s", self.topic, exc)
+            mid, _ = ack_target(target, "negative_acknowledge")
+            count = target.redelivery_count() if isinstance(target, Message) else 0
+            self._redelivery.nack(mid, count, time.monotonic())
+        call_in_loop(self.loop, self._redelivery.start)
 
     async def _redeliver_positions(self, positions: list[tuple[int, int]]) -> None:
         if self.opts.consumer_type not in (ConsumerType.Shared, ConsumerType.KeyShared):
@@ -836,35 +500,25 @@ class ConsumerEngine:
         req.ledger_ids.extend(p[0] for p in positions)
         req.entry_ids.extend(p[1] for p in positions)
         await self.flush_acks()
-        await self._write(broker_pb2.ConsumerRequest(redeliver=req))
+        await self._stream.write(broker_pb2.ConsumerRequest(redeliver=req))
 
     async def redeliver_unacknowledged(self) -> None:
         """Drop the local queue and have the broker deliver every unacked message again."""
         self._check()
         await self.flush_acks()
         with self._arrived:
-            dropped = len(self._incoming)
-            self._incoming.clear()
-            self._nacks.clear()
-            if self._ack_timeouts is not None:
-                self._ack_timeouts.clear()
-        await self._write(
+            dropped = self._incoming.drop_all()
+            self._redelivery.clear()
+        await self._stream.write(
             broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
         )
         if dropped:
             # The dropped messages had used permits: give them back.
-            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
+            await self._stream.write(
+                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped))
+            )
 
-    async def _request(self, req: broker_pb2.ConsumerRequest, timeout_s: float):  # type: ignore[no-untyped-def]
-        """Send a request the broker answers on the stream; one at a time."""
-        async with self._request_lock:
-            self._check()
-            self._request_result = self.loop.create_future()
-            await self._write(req)
-            try:
-                return await asyncio.wait_for(self._request_result, timeout_s)
-            finally:
-                self._request_result = None
+    # ------------------------------------------------------------ requests
 
     async def seek(self, target: MessageId | int, timeout_s: float) -> None:
         """Reset the subscription: the next message is ``target`` (a MessageId,
@@ -872,46 +526,37 @@ class ConsumerEngine:
         await self.flush_acks()
         seek = broker_pb2.Seek()
         if isinstance(target, MessageId):
-            seek.message_id.CopyFrom(_id_data(target))
-            if target.batch_index() >= 0 and target.ledger_id() >= 0:
-                self._skip_before = target
-                self._skip_inclusive = True  # seek: the target is the next message
+            seek.message_id.CopyFrom(id_data_of(target))
+            self._start_skip.skip_to(target, inclusive=True)  # seek: the target is next
         elif isinstance(target, int) and not isinstance(target, bool):
             seek.publish_time_ms = target
         else:
             raise TypeError(f"seek takes a MessageId or a publish time in ms, not {target!r}")
-        await self._request(broker_pb2.ConsumerRequest(seek=seek), timeout_s)
+        await self._stream.request(broker_pb2.ConsumerRequest(seek=seek), timeout_s, self._check)
         with self._arrived:
-            dropped = len(self._incoming)
-            self._incoming.clear()
+            dropped = self._incoming.drop_all()
         self.last_dequeued = None
         if dropped:
-            await self._write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped)))
+            await self._stream.write(
+                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped))
+            )
 
     async def get_last_message_id(self, timeout_s: float) -> MessageId:
         """The id of the last entry stored in the topic (entry granularity)."""
-        return await self._request(  # type: ignore[no-any-return]
+        return await self._stream.request(  # type: ignore[no-any-return]
             broker_pb2.ConsumerRequest(get_last_message_id=broker_pb2.GetLastMessageId()),
             timeout_s,
+            self._check,
         )
-
-    def queued(self) -> int:
-        with self._lock:
-            return len(self._incoming)
 
     async def unsubscribe(self, timeout_s: float) -> None:
         """Delete the subscription (refused while other consumers are connected)."""
         await self.flush_acks()
-        await self._request(
-            broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()), timeout_s
+        await self._stream.request(
+            broker_pb2.ConsumerRequest(unsubscribe=broker_pb2.Unsubscribe()), timeout_s, self._check
         )
         self.closed = True
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-        if self._redelivery_task is not None:
-            self._redelivery_task.cancel()
-        if self._dead_letters is not None:
-            await self._dead_letters.close()
+        await self._stop_tasks()
         self._fail(AlreadyClosed(f"consumer {self.name} unsubscribed from {self.subscription}"))
 
     async def close(self) -> None:
@@ -921,44 +566,22 @@ class ConsumerEngine:
         self.closed = True
         if self._reconnecting and self._reader_task is not None:
             self._reader_task.cancel()  # nothing to say goodbye to
-        elif self._call is not None:
+        elif self._stream.call is not None:
             try:
-                await self._write(broker_pb2.ConsumerRequest(close=broker_pb2.CloseConsumer()))
-                await self._call.done_writing()
+                await self._stream.say_goodbye()
                 # The broker ends the stream once it processed everything before 'close'.
-                await asyncio.wait_for(self._reader_task or asyncio.sleep(0), 5)
+                await asyncio.wait_for(self._reader_task or asyncio.sleep(0), CLOSE_TIMEOUT_S)
             except Exception:
                 pass
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-        if self._redelivery_task is not None:
-            self._redelivery_task.cancel()
-        if self._dead_letters is not None:
-            await self._dead_letters.close()
+        await self._stop_tasks()
         self._fail(AlreadyClosed(f"consumer {self.name} is closed"))
 
-
-def _skip_acked(messages: list[Message], mask: int) -> list[Message]:
-    """Drop the messages of a redelivered batch acknowledged before (batch-index acks)."""
-    kept = []
-    for m in messages:
-        index = m.message_id().batch_index()
-        if index >= 0 and mask >> index & 1:
-            if m._batch is not None:
-                m._batch.outstanding.discard(index)
-            continue
-        kept.append(m)
-    return kept
-
-
-# Failures while subscribing again that mean "try again in a moment".
-RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ConsumerBusy)
-
-
-def _id_data(mid: MessageId | None) -> common_pb2.MessageIdData | None:
-    if mid is None:
-        return None
-    return id_data(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())
+    async def _stop_tasks(self) -> None:
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+        self._redelivery.cancel()
+        if self._dead_letters is not None:
+            await self._dead_letters.close()
 
 
 async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
@@ -966,65 +589,9 @@ async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
     every message of an entry arrives together)."""
     if engine.queued():
         return True
-    last = await engine.get_last_message_id(timeout_s)
-    if last.entry_id() < 0:
-        return False
-    read = engine.last_dequeued
-    if read is not None:
-        return last.position > read.position
-    start = engine.opts.start_message_id
-    if start is None or start.ledger_id() < 0:
-        return True  # earliest: the topic holds an entry
-    if start == MessageId.latest:
-        return engine.opts.start_message_id_inclusive
-    if engine.opts.start_message_id_inclusive or start.batch_index() >= 0:
-        return last.position >= start.position
-    return last.position > start.position
-
-
-def _batch_limits(policy: ConsumerBatchReceivePolicy | None) -> tuple[int, int, float]:
-    policy = policy or ConsumerBatchReceivePolicy()
-    return policy.max_num_message(), policy.max_num_bytes(), policy.timeout_ms() / 1000
-
-
-def _batch_full(policy_max: int, max_bytes: int, count: int, size: int) -> bool:
-    return (policy_max > 0 and count >= policy_max) or size >= max_bytes
-
-
-def batch_receive_blocking(engine: Any, policy: ConsumerBatchReceivePolicy | None) -> list[Message]:
-    """Messages until the policy's count or bytes, or its timeout (maybe none)."""
-    max_n, max_bytes, timeout_s = _batch_limits(policy)
-    deadline = time.monotonic() + timeout_s
-    out: list[Message] = []
-    size = 0
-    while not _batch_full(max_n, max_bytes, len(out), size):
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            break
-        try:
-            m = engine.receive_blocking(left_ms)
-        except Timeout:
-            break
-        out.append(m)
-        size += len(m.data())
-    return out
-
-
-async def batch_receive_async(
-    engine: Any, policy: ConsumerBatchReceivePolicy | None
-) -> list[Message]:
-    max_n, max_bytes, timeout_s = _batch_limits(policy)
-    deadline = time.monotonic() + timeout_s
-    out: list[Message] = []
-    size = 0
-    while not _batch_full(max_n, max_bytes, len(out), size):
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            break
-        try:
-            m = await engine.receive_async(left_ms)
-        except Timeout:
-            break
-        out.append(m)
-        size += len(m.data())
-    return out
+    return unread_stored(
+        await engine.get_last_message_id(timeout_s),
+        engine.last_dequeued,
+        engine.opts.start_message_id,
+        engine.opts.start_message_id_inclusive,
+    )

@@ -35,8 +35,10 @@ from collections.abc import Callable
 from typing import Any
 
 from client._connection import Connection, Resolver, call_in_loop
-from client._consumer import ConsumerEngine, ConsumerOptions, has_available
-from client._producer import ProducerEngine, ProducerOptions
+from client._consumer import ConsumerEngine, has_available
+from client._consumer_options import ConsumerOptions
+from client._producer import ProducerEngine
+from client._producer_options import ProducerOptions
 from client.enums import HashingScheme, PartitionsRoutingMode, RegexSubscriptionMode
 from client.exceptions import (
     AlreadyClosed,

@@ -18,9 +18,6 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
@@ -31,18 +28,14 @@ from client._connection import (
     call_in_loop,
     retry_with_backoff,
 )
+from client._producer_options import ProducerOptions
 from client.compression import wire_type
 from client.enums import (
     BatchingType,
-    CompressionType,
-    HashingScheme,
-    PartitionsRoutingMode,
-    ProducerAccessMode,
 )
 from client.exceptions import (
     AlreadyClosed,
     ConnectError,
-    InvalidConfiguration,
     MagnetarError,
     MessageTooBig,
     ProducerBusy,
@@ -50,78 +43,13 @@ from client.exceptions import (
     ServiceUnitNotReady,
     Timeout,
     from_wire,
+    from_wire_or,
 )
 from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
 from protos import broker_pb2
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ProducerOptions:
-    producer_name: str | None = None
-    initial_sequence_id: int | None = None
-    send_timeout_millis: int = 30000
-    max_pending_messages: int = 1000
-    block_if_queue_full: bool = False
-    batching_enabled: bool = True
-    batching_max_messages: int = 1000
-    batching_max_allowed_size_in_bytes: int = 131072
-    batching_max_publish_delay_ms: int = 10
-    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
-    batching_type: BatchingType = BatchingType.Default
-    compression_type: CompressionType = CompressionType.NONE
-    chunking_enabled: bool = False
-    # Partitioned topics.
-    message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
-    message_router: Callable[[Any, int], int] | None = None
-    hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
-
-    def validate(self) -> None:
-        if self.chunking_enabled and self.batching_enabled:
-            raise ValueError("chunking_enabled needs batching_enabled=False (Pulsar's rule)")
-        if not isinstance(self.compression_type, CompressionType):
-            raise InvalidConfiguration(
-                f"compression_type {self.compression_type!r} is not a CompressionType"
-            )
-        if self.message_router is not None:
-            if not callable(self.message_router):
-                raise InvalidConfiguration("message_router must be callable (message, n) -> int")
-            self.message_routing_mode = PartitionsRoutingMode.CustomPartition
-        if not isinstance(self.message_routing_mode, PartitionsRoutingMode):
-            raise InvalidConfiguration(
-                f"message_routing_mode {self.message_routing_mode!r} is not a PartitionsRoutingMode"
-            )
-        if (
-            self.message_routing_mode == PartitionsRoutingMode.CustomPartition
-            and self.message_router is None
-        ):
-            raise InvalidConfiguration("CustomPartition routing needs a message_router")
-        if not isinstance(self.hashing_scheme, HashingScheme):
-            raise InvalidConfiguration(
-                f"hashing_scheme {self.hashing_scheme!r} is not a HashingScheme"
-            )
-        if not isinstance(self.batching_type, BatchingType):
-            raise InvalidConfiguration(
-                f"batching_type {self.batching_type!r} is not a BatchingType"
-            )
-        if self.max_pending_messages < 1:
-            raise InvalidConfiguration(
-                f"max_pending_messages is {self.max_pending_messages}; it must be >= 1"
-            )
-        if self.batching_max_messages < 1:
-            raise InvalidConfiguration(
-                f"batching_max_messages is {self.batching_max_messages}; it must be >= 1"
-            )
-        if not isinstance(self.access_mode, ProducerAccessMode):
-            raise InvalidConfiguration(
-                f"access_mode {self.access_mode!r} is not a ProducerAccessMode"
-            )
-        if self.send_timeout_millis < 0:
-            raise InvalidConfiguration(
-                f"send_timeout_millis is {self.send_timeout_millis}; use 0 for none or > 0"
-            )
 
 
 class _Batch:
@@ -312,26 +240,10 @@ class ProducerEngine:
         flush_now: bool = False,
         may_block: bool = True,
     ) -> None:
-        if not isinstance(payload, bytes | bytearray | memoryview):
-            raise TypeError(f"message content must be bytes, not {type(payload).__name__}")
-        payload = bytes(payload)
-        if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
-            raise MessageTooBig(
-                f"message of {len(payload)} bytes is over the broker's max_message_size "
-                f"({self.max_message_size} bytes)"
-            )
-        sealed = False
+        payload = self._checked_payload(payload)
         with self._space:
             self._check_open()
-            if self._pending >= self.opts.max_pending_messages:
-                if not (self.opts.block_if_queue_full and may_block):
-                    raise ProducerQueueIsFull(
-                        f"{self._pending} messages are pending on {self.topic} "
-                        f"(max_pending_messages = {self.opts.max_pending_messages})"
-                    )
-                while self._pending >= self.opts.max_pending_messages:
-                    self._space.wait(timeout=0.5)
-                    self._check_open()
+            self._wait_for_room_locked(may_block)
             seq = self._next_seq if sequence_id is None else int(sequence_id)
             self._next_seq = seq + 1
             msg = PendingMessage(
@@ -345,23 +257,7 @@ class ProducerEngine:
                 deliver_at,
             )
             self._pending += 1
-            if self._open and (
-                deliver_at is not None
-                or self._open_bytes + len(payload) > self.opts.batching_max_allowed_size_in_bytes
-            ):
-                self._seal_locked()  # a delayed message is never batched
-                sealed = True
-            self._open.append(msg)
-            self._open_bytes += len(payload)
-            if (
-                flush_now
-                or deliver_at is not None
-                or not self.opts.batching_enabled
-                or len(self._open) >= self.opts.batching_max_messages
-                or self._open_bytes >= self.opts.batching_max_allowed_size_in_bytes
-            ):
-                self._seal_locked()
-                sealed = True
+            sealed = self._add_locked(msg, flush_now)
             arm = bool(self._open) and not self._timer_armed
             if arm:
                 self._timer_armed = True
@@ -369,6 +265,56 @@ class ProducerEngine:
             self._kick()
         if arm:
             call_in_loop(self.loop, self._arm_timer)
+
+    def _checked_payload(self, payload: object) -> bytes:
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"message content must be bytes, not {type(payload).__name__}")
+        payload = bytes(payload)
+        if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
+            raise MessageTooBig(
+                f"message of {len(payload)} bytes is over the broker's max_message_size "
+                f"({self.max_message_size} bytes)"
+            )
+        return payload
+
+    def _wait_for_room_locked(self, may_block: bool) -> None:
+        """Return once fewer than ``max_pending_messages`` are pending: at once,
+        or after blocking (``block_if_queue_full``), or raise."""
+        limit = self.opts.max_pending_messages
+        if self._pending < limit:
+            return
+        if not (self.opts.block_if_queue_full and may_block):
+            raise ProducerQueueIsFull(
+                f"{self._pending} messages are pending on {self.topic} "
+                f"(max_pending_messages = {limit})"
+            )
+        while self._pending >= limit:
+            self._space.wait(timeout=0.5)
+            self._check_open()
+
+    def _add_locked(self, msg: PendingMessage, flush_now: bool) -> bool:
+        """Add ``msg`` to the open batch; True when a batch was sealed."""
+        opts = self.opts
+        size = len(msg.payload)
+        sealed = False
+        if self._open and (
+            msg.deliver_at is not None
+            or self._open_bytes + size > opts.batching_max_allowed_size_in_bytes
+        ):
+            self._seal_locked()  # a delayed message is never batched
+            sealed = True
+        self._open.append(msg)
+        self._open_bytes += size
+        if (
+            flush_now
+            or msg.deliver_at is not None
+            or not opts.batching_enabled
+            or len(self._open) >= opts.batching_max_messages
+            or self._open_bytes >= opts.batching_max_allowed_size_in_bytes
+        ):
+            self._seal_locked()
+            sealed = True
+        return sealed
 
     def has_open_batch(self) -> bool:
         with self._lock:
@@ -478,36 +424,41 @@ class ProducerEngine:
 
     async def _reader(self) -> None:
         while not self.closed and self.failure is None:
-            call = self._call
-            assert call is not None
-            why = "the broker closed the stream"
-            try:
-                while (resp := await call.read()) is not grpc.aio.EOF:
-                    kind = resp.WhichOneof("response")
-                    if kind == "receipts":
-                        r = resp.receipts
-                        for seq, ledger_id, entry_id in zip(
-                            r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
-                        ):
-                            self._complete(seq, ledger_id, entry_id, None)
-                    elif kind == "send_error":
-                        self._complete(
-                            resp.send_error.sequence_id, -1, -1, from_wire(resp.send_error.error)
-                        )
-                    elif kind == "error":
-                        if resp.error.code not in RECONNECT_CODES:
-                            self._fail_all(from_wire(resp.error))
-                            return
-                        why = resp.error.message
-                        break
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                why = f"the connection failed: {exc}"
+            why = await self._read_until_broken()
+            if isinstance(why, MagnetarError):
+                self._fail_all(why)
+                return
             if self.closed or self.failure is not None:
                 return
             log.info("%s: producer %s reconnects (%s)", self.topic, self.name, why)
             await self._reconnect()
+
+    async def _read_until_broken(self) -> str | MagnetarError:
+        """Complete sends from the receipts until the stream ends: why (to
+        reconnect), or the broker's final error."""
+        call = self._call
+        assert call is not None
+        try:
+            while (resp := await call.read()) is not grpc.aio.EOF:
+                kind = resp.WhichOneof("response")
+                if kind == "receipts":
+                    r = resp.receipts
+                    for seq, ledger_id, entry_id in zip(
+                        r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
+                    ):
+                        self._complete(seq, ledger_id, entry_id, None)
+                elif kind == "send_error":
+                    error = from_wire(resp.send_error.error)
+                    self._complete(resp.send_error.sequence_id, -1, -1, error)
+                elif kind == "error":
+                    if resp.error.code not in RECONNECT_CODES:
+                        return from_wire(resp.error)
+                    return str(resp.error.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return f"the connection failed: {exc}"
+        return "the broker closed the stream"
 
     async def _reconnect(self) -> None:
         """Look the topic up again, recreate the producer, resend what has no
@@ -593,12 +544,3 @@ class ProducerEngine:
                         f"({self.opts.send_timeout_millis} ms) on {self.topic}"
                     )
                 )
-
-
-def from_wire_or(exc: BaseException | None, what: str) -> MagnetarError:
-    from client.exceptions import ConnectError
-
-    if isinstance(exc, MagnetarError):
-        return exc
-    detail = f": {exc}" if exc is not None else ""
-    return ConnectError(f"{what}{detail}")

@@ -2,7 +2,8 @@
 
 Sends and receives do not hop threads per message: the producer batches in
 the caller's thread and wakes the loop once per batch, and received messages
-wait in a thread-safe queue (see ``_producer.py`` and ``_consumer.py``).
+wait in a thread-safe queue (see ``_producer.py``, ``_consumer.py`` and
+``_receiver_queue.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from client import aio
-from client._consumer import batch_receive_blocking
+from client._batch_receive import batch_receive_blocking
 from client.enums import ProducerAccessMode, Result
 from client.exceptions import AlreadyClosed, InvalidConfiguration, MagnetarError, Timeout
 from client.message import Message

@@ -18,7 +18,7 @@ import grpc
 from client._connection import parse_service_url
 from client.exceptions import ConnectError, InvalidConfiguration, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
-from protos import broker_pb2, broker_pb2_grpc, serving
+from protos import broker_pb2, broker_pb2_grpc, channel
 
 
 class _Topics:
@@ -156,7 +156,7 @@ class Admin:
             raise InvalidConfiguration("authentication is not available yet")
         self._address = parse_service_url(service_url)[0]
         self._timeout_s = timeout_seconds
-        self._channel = grpc.insecure_channel(self._address, options=serving.grpc_options())
+        self._channel = grpc.insecure_channel(self._address, options=channel.grpc_options())
         self._stub = broker_pb2_grpc.BrokerAdminStub(self._channel)
         self._broker = broker_pb2_grpc.BrokerStub(self._channel)
         self.topics = _Topics(self)

@@ -18,8 +18,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from client._batch_receive import batch_receive_async
 from client._connection import Connection, Connections, parse_service_url
-from client._consumer import ConsumerEngine, ConsumerOptions, batch_receive_async, has_available
+from client._consumer import ConsumerEngine, has_available
+from client._consumer_options import ConsumerOptions
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
@@ -27,7 +29,8 @@ from client._multi import (
     partitions_of,
     pattern_namespace,
 )
-from client._producer import ProducerEngine, ProducerOptions
+from client._producer import ProducerEngine
+from client._producer_options import ProducerOptions
 from client.dead_letter import (
     DEFAULT_MAX_RECONSUME_TIMES,
     RetryLetters,
@@ -109,6 +112,8 @@ CONSUMER_OPTIONS = {
     "max_pending_chunked_message",
     "auto_ack_oldest_chunked_message_on_queue_full",
     "expire_time_of_incomplete_chunked_message_ms",
+    "ack_grouping_time_ms",
+    "ack_grouping_max_size",
 }
 
 

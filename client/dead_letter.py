@@ -15,7 +15,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from client._producer import ProducerEngine, ProducerOptions
+from client._producer import ProducerEngine
+from client._producer_options import ProducerOptions
 from client.message import Message
 
 if TYPE_CHECKING:

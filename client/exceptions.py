@@ -183,3 +183,12 @@ _WIRE: dict[int, type[MagnetarError]] = {
 def from_wire(err: common_pb2.Error) -> MagnetarError:
     """The exception for a broker's error message."""
     return _WIRE.get(err.code, UnknownError)(err.message)
+
+
+def from_wire_or(exc: BaseException | None, what: str) -> MagnetarError:
+    """``exc`` when it is already typed, else a ``ConnectError`` saying ``what``
+    failed (a broken stream, a reconnection given up)."""
+    if isinstance(exc, MagnetarError):
+        return exc
+    detail = f": {exc}" if exc is not None else ""
+    return ConnectError(f"{what}{detail}")

@@ -263,48 +263,10 @@ def build_entry(
         highest_sequence_id=messages[-1].sequence_id,
     )
     if len(messages) == 1:
-        if first.properties:
-            meta.properties.extend(_kvs(first.properties))
-        if first.partition_key is not None:
-            meta.partition_key = first.partition_key
-        if first.ordering_key is not None:
-            meta.ordering_key = first.ordering_key
-        if first.event_time:
-            meta.event_time = first.event_time
-        if first.deliver_at is not None:
-            meta.deliver_at_time = first.deliver_at
+        _set_message_fields(meta, first)
         meta.uncompressed_size = len(first.payload)
         return _encode(meta, first.payload, compression)
-    parts: list[bytes] = []
-    smm = common_pb2.SingleMessageMetadata()
-    plain = b""
-    for m in messages:
-        if (
-            m.properties
-            or m.partition_key is not None
-            or m.ordering_key is not None
-            or m.event_time
-        ):
-            rec = common_pb2.SingleMessageMetadata(
-                payload_size=len(m.payload), sequence_id=m.sequence_id
-            )
-            if m.event_time:
-                rec.event_time = m.event_time
-            if m.properties:
-                rec.properties.extend(_kvs(m.properties))
-            if m.partition_key is not None:
-                rec.partition_key = m.partition_key
-            if m.ordering_key is not None:
-                rec.ordering_key = m.ordering_key
-            head = rec.SerializeToString()
-        else:
-            smm.payload_size = len(m.payload)
-            smm.sequence_id = m.sequence_id
-            head = smm.SerializeToString()
-        parts.append(len(head).to_bytes(4, "big"))
-        parts.append(head)
-        parts.append(m.payload)
-    plain = b"".join(parts)
+    plain = _batch_payload(messages)
     meta.num_messages_in_batch = len(messages)
     meta.uncompressed_size = len(plain)
     # A batch's key is its first message's (Key_Shared dispatches on it).
@@ -313,6 +275,53 @@ def build_entry(
     if first.ordering_key is not None:
         meta.ordering_key = first.ordering_key
     return _encode(meta, plain, compression)
+
+
+def _set_message_fields(meta: common_pb2.MessageMetadata, m: PendingMessage) -> None:
+    """A message stored alone carries its own fields in the entry's metadata."""
+    if m.properties:
+        meta.properties.extend(_kvs(m.properties))
+    if m.partition_key is not None:
+        meta.partition_key = m.partition_key
+    if m.ordering_key is not None:
+        meta.ordering_key = m.ordering_key
+    if m.event_time:
+        meta.event_time = m.event_time
+    if m.deliver_at is not None:
+        meta.deliver_at_time = m.deliver_at
+
+
+def _batch_payload(messages: list[PendingMessage]) -> bytes:
+    """Per message: u32 size, SingleMessageMetadata, payload."""
+    parts: list[bytes] = []
+    reused = common_pb2.SingleMessageMetadata()
+    for m in messages:
+        head = _record_head(m, reused)
+        parts.append(len(head).to_bytes(4, "big"))
+        parts.append(head)
+        parts.append(m.payload)
+    return b"".join(parts)
+
+
+def _record_head(m: PendingMessage, reused: common_pb2.SingleMessageMetadata) -> bytes:
+    """A batch record's SingleMessageMetadata; the common record with only a
+    size and a sequence id reuses one message instead of building one."""
+    if not (
+        m.properties or m.partition_key is not None or m.ordering_key is not None or m.event_time
+    ):
+        reused.payload_size = len(m.payload)
+        reused.sequence_id = m.sequence_id
+        return reused.SerializeToString()
+    rec = common_pb2.SingleMessageMetadata(payload_size=len(m.payload), sequence_id=m.sequence_id)
+    if m.event_time:
+        rec.event_time = m.event_time
+    if m.properties:
+        rec.properties.extend(_kvs(m.properties))
+    if m.partition_key is not None:
+        rec.partition_key = m.partition_key
+    if m.ordering_key is not None:
+        rec.ordering_key = m.ordering_key
+    return rec.SerializeToString()
 
 
 def build_chunk_entries(

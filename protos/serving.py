@@ -21,17 +21,8 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
-# gRPC frames carry whole entries and batches; this bounds them.
-MAX_GRPC_MESSAGE_BYTES = 16 * 1024 * 1024
-
-
-def grpc_options(max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    return [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.so_reuseport", 0),
-    ]
-
+from protos.channel import MAX_GRPC_MESSAGE_BYTES as MAX_GRPC_MESSAGE_BYTES
+from protos.channel import grpc_options as grpc_options
 
 # mallopt(3) parameter numbers (glibc malloc.h).
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -2, -3, -8

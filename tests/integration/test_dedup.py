@@ -27,7 +27,7 @@ def test_resent_messages_are_stored_once_even_across_a_restart(fresh_cluster):
     cluster = fresh_cluster.start()
     out = subprocess.run(
         [
-            *(sys.executable, "-m", "broker.cli", "admin", "namespaces"),
+            *(sys.executable, "-m", "client.admin_cli", "namespaces"),
             *("set-deduplication", "public/default", "--enable"),
         ],
         cwd=ROOT,

@@ -288,8 +288,7 @@ def test_key_shared_lookup_cli_and_errors(cluster, topic):
             [
                 sys.executable,
                 "-m",
-                "broker.cli",
-                "admin",
+                "client.admin_cli",
                 "--service-url",
                 cluster.service_url,
                 "topics",

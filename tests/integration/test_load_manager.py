@@ -87,7 +87,7 @@ def _finish(traffics: list[Traffic]) -> None:
         check_traffic(t)
 
 
-_CLI = [sys.executable, "-m", "broker.cli", "admin"]
+_CLI = [sys.executable, "-m", "client.admin_cli"]
 
 
 def _cli(url: str, *args: str) -> str:

@@ -84,8 +84,7 @@ def test_topics_spread_over_brokers_and_a_non_owner_names_the_owner(two_brokers)
         [
             sys.executable,
             "-m",
-            "broker.cli",
-            "admin",
+            "client.admin_cli",
             "--service-url",
             other,
             "topics",

@@ -35,7 +35,7 @@ FULL = "persistent://public/default/"
 
 def _cli(cluster, *args: str) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "admin", "--service-url", cluster.service_url, *args],
+        [sys.executable, "-m", "client.admin_cli", "--service-url", cluster.service_url, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

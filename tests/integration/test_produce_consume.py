@@ -12,7 +12,9 @@ import pytest
 from client import Client, InitialPosition, MessageId, Result, Timeout
 from client import aio as client_aio
 from client._consumer import ConsumerEngine
+from client.admin import Admin
 from metastore.client import MetastoreClient
+from tests.harness import wait_for
 
 
 def test_send_receive_in_order_with_increasing_ids(cluster, topic):
@@ -130,6 +132,29 @@ def test_batch_is_acknowledged_when_all_its_messages_are(cluster, topic):
             third.receive(timeout_millis=500)
 
 
+def test_a_full_ack_group_goes_to_the_broker_before_its_time(cluster, topic):
+    # Grouped for 10 minutes, but at most 5 acks: the fifth sends all five.
+    with Client(cluster.service_url) as c, Admin(cluster.service_url) as admin:
+        producer = c.create_producer(topic, batching_enabled=False)
+        consumer = c.subscribe(
+            topic,
+            "grouped",
+            initial_position=InitialPosition.Earliest,
+            ack_grouping_time_ms=600_000,
+            ack_grouping_max_size=5,
+        )
+        for i in range(6):
+            producer.send(str(i).encode())
+        got = [consumer.receive(timeout_millis=10000) for _ in range(6)]
+        for m in got[:5]:
+            consumer.acknowledge(m)
+        wait_for(
+            lambda: admin.topics.stats(topic)["subscriptions"]["grouped"]["msgBacklog"] == 1,
+            10,
+            "the group of 5 acks to reach the broker",
+        )
+
+
 def test_flow_control_never_exceeds_the_receiver_queue(cluster, topic):
     with Client(cluster.service_url) as c:
         producer = c.create_producer(topic, batching_enabled=False)
@@ -141,8 +166,6 @@ def test_flow_control_never_exceeds_the_receiver_queue(cluster, topic):
         engine = consumer._engine
         assert isinstance(engine, ConsumerEngine)
         # wait until the first permits are used, then check nothing beyond them arrived
-        from tests.harness import wait_for
-
         wait_for(lambda: len(engine._incoming) == 5, 10, "5 messages to arrive")
         assert len(engine._incoming) == 5
         got = [consumer.receive(timeout_millis=10000).data() for _ in range(30)]

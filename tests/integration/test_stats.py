@@ -1,4 +1,4 @@
-"""admin.topics.stats and `magnetar admin topics stats` with Pulsar's field names."""
+"""admin.topics.stats and `magnetar-admin topics stats` with Pulsar's field names."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_cli_prints_stats_as_json(cluster, topic):
     with Client(cluster.service_url) as c:
         c.create_producer(topic).send(b"one")
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "admin", "topics", "stats", topic],
+        [sys.executable, "-m", "client.admin_cli", "topics", "stats", topic],
         cwd=ROOT,
         env={**os.environ, "MAGNETAR_SERVICE_URL": cluster.service_url},
         capture_output=True,
@@ -78,7 +78,7 @@ def test_cli_prints_stats_as_json(cluster, topic):
     assert json.loads(out.stdout)["msgInCounter"] == 1
     bad = subprocess.run(
         [
-            *(sys.executable, "-m", "broker.cli", "admin", "--service-url", cluster.service_url),
+            *(sys.executable, "-m", "client.admin_cli", "--service-url", cluster.service_url),
             *("topics", "stats", "bad//name"),
         ],
         cwd=ROOT,

@@ -1,0 +1,186 @@
+"""The ``magnetar-admin`` command: administration from the client side, like
+Pulsar's ``pulsar-admin`` (the server package has no admin commands).
+
+    magnetar-admin [--service-url URL] <group> <verb> [ARGS] [FLAGS]
+
+Groups, verbs and flags mirror ``pulsar-admin``'s. Every verb is one call of
+:class:`client.admin.Admin` and prints its answer as JSON (sorted keys); an
+error the broker answers prints ``Error: <PulsarName>: <message>`` on stderr
+and exits 1. The broker comes from ``--service-url``, else
+``MAGNETAR_SERVICE_URL``, else ``magnetar://localhost:6650``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import click
+
+from client.admin import Admin
+from client.exceptions import MagnetarError
+
+DEFAULT_SERVICE_URL = "magnetar://localhost:6650"
+
+
+def _admin_call(service_url: str, fn: Callable[[Admin], object]) -> None:
+    try:
+        with Admin(service_url) as a:
+            click.echo(json.dumps(fn(a), indent=2, sort_keys=True))
+    except MagnetarError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+
+
+@click.group()
+@click.option(
+    "--service-url",
+    envvar="MAGNETAR_SERVICE_URL",
+    default=DEFAULT_SERVICE_URL,
+    show_default=True,
+    help="Broker to ask (also MAGNETAR_SERVICE_URL).",
+)
+@click.pass_context
+def main(ctx: click.Context, service_url: str) -> None:
+    """Administration, mirroring pulsar-admin; prints JSON."""
+    ctx.obj = service_url
+
+
+@main.group()
+def topics() -> None:
+    """Topics."""
+
+
+@main.group()
+def namespaces() -> None:
+    """Namespaces."""
+
+
+@main.group()
+def brokers() -> None:
+    """Brokers."""
+
+
+# ---------------------------------------------------------------- brokers
+
+
+@brokers.command("list")
+@click.pass_obj
+def brokers_list(service_url: str) -> None:
+    """Addresses of the live brokers."""
+    _admin_call(service_url, lambda a: a.brokers.list())
+
+
+@brokers.command("leader-broker")
+@click.pass_obj
+def brokers_leader_broker(service_url: str) -> None:
+    """The load manager leader."""
+    _admin_call(service_url, lambda a: a.brokers.get_leader_broker())
+
+
+# ---------------------------------------------------------------- namespaces
+
+
+@namespaces.command("split-bundle")
+@click.argument("namespace")
+@click.option("--bundle", "-b", required=True, help="The bundle to split (0xLOWER_0xUPPER).")
+@click.option("--unload", "-u", is_flag=True, help="Unload both halves after the split.")
+@click.pass_obj
+def namespaces_split_bundle(service_url: str, namespace: str, bundle: str, unload: bool) -> None:
+    """Split BUNDLE of NAMESPACE into two halves of its hash range."""
+    _admin_call(service_url, lambda a: a.namespaces.split_bundle(namespace, bundle, unload))
+
+
+@namespaces.command("unload")
+@click.argument("namespace")
+@click.option("--bundle", "-b", default=None, help="One bundle (0xLOWER_0xUPPER); default all.")
+@click.pass_obj
+def namespaces_unload(service_url: str, namespace: str, bundle: str | None) -> None:
+    """Release NAMESPACE's bundles from their brokers (clients follow)."""
+    _admin_call(service_url, lambda a: a.namespaces.unload(namespace, bundle))
+
+
+@namespaces.command("bundles")
+@click.argument("namespace")
+@click.pass_obj
+def namespaces_bundles(service_url: str, namespace: str) -> None:
+    """Bundles of NAMESPACE (tenant/namespace) with their state and owner."""
+    _admin_call(service_url, lambda a: a.namespaces.bundles(namespace))
+
+
+@namespaces.command("set-deduplication")
+@click.argument("namespace")
+@click.option("--enable/--disable", required=True, help="Deduplication on or off.")
+@click.pass_obj
+def namespaces_set_deduplication(service_url: str, namespace: str, enable: bool) -> None:
+    """Turn broker-side deduplication on or off for NAMESPACE (tenant/namespace)."""
+    _admin_call(service_url, lambda a: a.namespaces.set_deduplication(namespace, enable))
+
+
+# ---------------------------------------------------------------- topics
+
+
+@topics.command("stats")
+@click.argument("topic")
+@click.pass_obj
+def topics_stats(service_url: str, topic: str) -> None:
+    """Statistics of TOPIC (Pulsar's field names)."""
+    _admin_call(service_url, lambda a: a.topics.stats(topic))
+
+
+@topics.command("create-partitioned-topic")
+@click.argument("topic")
+@click.option("--partitions", "-p", type=int, required=True, help="Number of partitions.")
+@click.pass_obj
+def topics_create_partitioned_topic(service_url: str, topic: str, partitions: int) -> None:
+    """Create TOPIC with PARTITIONS partitions (TOPIC-partition-0 ...)."""
+    _admin_call(service_url, lambda a: a.topics.create_partitioned_topic(topic, partitions))
+
+
+@topics.command("lookup")
+@click.argument("topic")
+@click.pass_obj
+def topics_lookup(service_url: str, topic: str) -> None:
+    """The broker serving TOPIC."""
+    _admin_call(service_url, lambda a: a.topics.lookup(topic))
+
+
+@topics.command("create-subscription")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="Name of the subscription.")
+@click.option("--earliest", is_flag=True, help="Start at the first message (default: the end).")
+@click.pass_obj
+def topics_create_subscription(
+    service_url: str, topic: str, subscription: str, earliest: bool
+) -> None:
+    """Create a durable SUBSCRIPTION on TOPIC with no consumer yet."""
+    _admin_call(service_url, lambda a: a.topics.create_subscription(topic, subscription, earliest))
+
+
+@topics.command("get-partitioned-topic-metadata")
+@click.argument("topic")
+@click.pass_obj
+def topics_get_partitioned_topic_metadata(service_url: str, topic: str) -> None:
+    """Partitions of TOPIC (0: not partitioned)."""
+    _admin_call(service_url, lambda a: a.topics.get_partitioned_topic_metadata(topic))
+
+
+@topics.command("key-shared-lookup")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="A Key_Shared subscription of TOPIC.")
+@click.option("--key", "-k", default=None, help="A message key (ordering or partition key).")
+@click.option("--hash", "slot", type=int, default=None, help="A key hash slot in 0..65535.")
+@click.pass_obj
+def topics_key_shared_lookup(
+    service_url: str, topic: str, subscription: str, key: str | None, slot: int | None
+) -> None:
+    """Where a key (or hash) of a Key_Shared subscription goes, and which
+    unacknowledged message ids hold it (beyond pulsar-admin)."""
+    if (key is None) == (slot is None):
+        raise click.UsageError("give exactly one of --key and --hash")
+    _admin_call(
+        service_url, lambda a: a.topics.key_shared_lookup(topic, subscription, key=key, hash=slot)
+    )
+
+
+if __name__ == "__main__":
+    main(prog_name="magnetar-admin")
