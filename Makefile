@@ -28,6 +28,7 @@ lint: $(VENV)/.installed
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy protos metastore bookie broker client spark tests benchmarks
+	$(PYTHON) tests/check_structure.py
 
 protos: $(VENV)/.installed
 	$(PYTHON) -m protos.generate

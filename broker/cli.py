@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -46,7 +47,12 @@ common = [
 ]
 
 
-def with_common(fn):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., Any])
+Port = int | None
+Text = str | None
+
+
+def with_common(fn: F) -> F:
     for opt in reversed(common):
         fn = opt(fn)
     return fn
@@ -67,8 +73,16 @@ def main() -> None:
     help="Every node, this one included: ID=HOST:CLIENT_PORT:RAFT_PORT, comma-separated.",
 )
 def metastore(
-    config, pairs, port, metrics_port, ready_file, data_dir, raft_port, node_id, peers
-) -> None:  # type: ignore[no-untyped-def]
+    config: Text,
+    pairs: tuple[str, ...],
+    port: Port,
+    metrics_port: Port,
+    ready_file: Text,
+    data_dir: Text,
+    raft_port: Port,
+    node_id: Text,
+    peers: Text,
+) -> None:
     """Run a metastore node (one node, or one of a Raft cluster with --id/--peers)."""
     from metastore.server import serve
     from metastore.settings import MetastoreSettings
@@ -94,7 +108,15 @@ def metastore(
 @with_common
 @click.option("--data-dir", help="Entry store directory.")
 @click.option("--metastore", "metastore_addr", help="Metastore address(es).")
-def bookie(config, pairs, port, metrics_port, ready_file, data_dir, metastore_addr) -> None:  # type: ignore[no-untyped-def]
+def bookie(
+    config: Text,
+    pairs: tuple[str, ...],
+    port: Port,
+    metrics_port: Port,
+    ready_file: Text,
+    data_dir: Text,
+    metastore_addr: Text,
+) -> None:
     """Run a bookie."""
     from bookie.server import serve
     from bookie.settings import BookieSettings
@@ -113,7 +135,14 @@ def bookie(config, pairs, port, metrics_port, ready_file, data_dir, metastore_ad
 @main.command()
 @with_common
 @click.option("--metastore", "metastore_addr", help="Metastore address(es).")
-def broker(config, pairs, port, metrics_port, ready_file, metastore_addr) -> None:  # type: ignore[no-untyped-def]
+def broker(
+    config: Text,
+    pairs: tuple[str, ...],
+    port: Port,
+    metrics_port: Port,
+    ready_file: Text,
+    metastore_addr: Text,
+) -> None:
     """Run a broker."""
     from broker.server import serve
     from broker.settings import BrokerSettings
@@ -137,16 +166,16 @@ def broker(config, pairs, port, metrics_port, ready_file, metastore_addr) -> Non
 @click.option("--metastore-metrics-port", default=7000, show_default=True, help="-1 = off.")
 @click.option("--bookie-metrics-port", default=8000, show_default=True, help="-1 = off.")
 @click.option("--broker-metrics-port", default=8080, show_default=True, help="-1 = off.")
-def standalone(  # type: ignore[no-untyped-def]
-    data_dir,
-    config,
-    metastore_port,
-    raft_port,
-    bookie_port,
-    broker_port,
-    metastore_metrics_port,
-    bookie_metrics_port,
-    broker_metrics_port,
+def standalone(
+    data_dir: str,
+    config: Text,
+    metastore_port: int,
+    raft_port: int,
+    bookie_port: int,
+    broker_port: int,
+    metastore_metrics_port: int,
+    bookie_metrics_port: int,
+    broker_metrics_port: int,
 ) -> None:
     """Start metastore, bookie and broker; print the service URL once ready."""
     from broker.standalone import Supervisor, run
@@ -170,7 +199,9 @@ def standalone(  # type: ignore[no-untyped-def]
 @click.option("--bookies", default=3, show_default=True, help="Bookies.")
 @click.option("--brokers", default=3, show_default=True, help="Brokers.")
 @click.option("--port-offset", default=0, show_default=True, help="Added to every default port.")
-def local_cluster(data_dir, config, metastores, bookies, brokers, port_offset) -> None:  # type: ignore[no-untyped-def]
+def local_cluster(
+    data_dir: str, config: Text, metastores: int, bookies: int, brokers: int, port_offset: int
+) -> None:
     """Start a cluster on this machine (3 metastore nodes, 3 bookies, 3
     brokers by default); print the service URL once every process is ready."""
     from broker.local_cluster import LocalCluster

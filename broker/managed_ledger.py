@@ -18,6 +18,7 @@ topic's key.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -183,8 +184,7 @@ class ManagedLedger:
 
     def add_entry(self, data: bytes) -> asyncio.Future:
         """Append; the future gives the entry's position once it is stored."""
-        loop = asyncio.get_running_loop()
-        out: asyncio.Future = loop.create_future()
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
         writer = self.writer
         if self.fenced_by_other:
             out.set_exception(self._moved_error())
@@ -193,39 +193,43 @@ class ManagedLedger:
             out.set_exception(ManagedLedgerError(f"{self.topic} is closed"))
             return out
         inner = writer.add(data)
-
-        def done(f: asyncio.Future) -> None:
-            if not self._room.is_set() and writer.outstanding < self.max_outstanding_adds:
-                self._room.set()
-            exc = f.exception()
-            if isinstance(exc, LedgerFencedError) and not self._recovering_own:
-                self._fenced(writer)
-                if not out.done():
-                    out.set_exception(self._moved_error())
-                return
-            if exc is not None:
-                if not out.done():
-                    out.set_exception(
-                        ManagedLedgerError(f"{self.topic}: storing the entry failed: {exc}")
-                    )
-                if writer is self.writer and self._rolling is None:
-                    # The ledger is unusable: close it where it ends and go on in a new one.
-                    self._rolling = loop.create_task(self._replace_failed_writer(writer))
-                return
-            pos = (writer.ledger_id, f.result())
-            self.cache.put(pos, data)
-            self.entries_added += 1
-            self.bytes_added += len(data)
-            if not out.done():
-                out.set_result(pos)
-            for listener in self._listeners:
-                listener()
-            if self._rolling is None and writer is self.writer and self._should_roll(writer):
-                self._rolling = loop.create_task(self._roll())
-
         self._last_add = time.monotonic()
-        inner.add_done_callback(done)
+        inner.add_done_callback(functools.partial(self._add_done, writer, data, out))
         return out
+
+    def _add_done(
+        self, writer: LedgerWriter, data: bytes, out: asyncio.Future, f: asyncio.Future
+    ) -> None:
+        if not self._room.is_set() and writer.outstanding < self.max_outstanding_adds:
+            self._room.set()
+        exc = f.exception()
+        if exc is not None:
+            self._add_failed(writer, out, exc)
+            return
+        pos = (writer.ledger_id, f.result())
+        self.cache.put(pos, data)
+        self.entries_added += 1
+        self.bytes_added += len(data)
+        if not out.done():
+            out.set_result(pos)
+        for listener in self._listeners:
+            listener()
+        if self._rolling is None and writer is self.writer and self._should_roll(writer):
+            self._rolling = asyncio.get_running_loop().create_task(self._roll())
+
+    def _add_failed(self, writer: LedgerWriter, out: asyncio.Future, exc: BaseException) -> None:
+        if isinstance(exc, LedgerFencedError) and not self._recovering_own:
+            self._fenced(writer)
+            if not out.done():
+                out.set_exception(self._moved_error())
+            return
+        if not out.done():
+            out.set_exception(ManagedLedgerError(f"{self.topic}: storing the entry failed: {exc}"))
+        if writer is self.writer and self._rolling is None:
+            # The ledger is unusable: close it where it ends and go on in a new one.
+            self._rolling = asyncio.get_running_loop().create_task(
+                self._replace_failed_writer(writer)
+            )
 
     def _moved_error(self) -> ManagedLedgerFencedError:
         return ManagedLedgerFencedError(

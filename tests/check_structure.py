@@ -110,42 +110,48 @@ def import_graph(files: list[Path]) -> tuple[dict[str, set[str]], dict[str, set[
     return edges, external
 
 
+class _Tarjan:
+    """Strongly connected components (Tarjan's algorithm)."""
+
+    def __init__(self, edges: dict[str, set[str]]) -> None:
+        self.edges = edges
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.on_stack: set[str] = set()
+        self.components: list[list[str]] = []
+
+    def visit(self, node: str) -> None:
+        self.index[node] = self.low[node] = len(self.index)
+        self.stack.append(node)
+        self.on_stack.add(node)
+        for nxt in sorted(self.edges.get(node, ())):
+            if nxt not in self.index:
+                self.visit(nxt)
+                self.low[node] = min(self.low[node], self.low[nxt])
+            elif nxt in self.on_stack:
+                self.low[node] = min(self.low[node], self.index[nxt])
+        if self.low[node] == self.index[node]:
+            self._pop_component(node)
+
+    def _pop_component(self, root: str) -> None:
+        component = []
+        while True:
+            member = self.stack.pop()
+            self.on_stack.discard(member)
+            component.append(member)
+            if member == root:
+                break
+        self.components.append(sorted(component))
+
+
 def find_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one node (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-    counter = 0
-
-    def visit(node: str) -> None:
-        nonlocal counter
-        index[node] = low[node] = counter
-        counter += 1
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(edges.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
+    """The strongly connected components with more than one node."""
+    tarjan = _Tarjan(edges)
     for node in sorted(edges):
-        if node not in index:
-            visit(node)
-    return cycles
+        if node not in tarjan.index:
+            tarjan.visit(node)
+    return [c for c in tarjan.components if len(c) > 1]
 
 
 def _package(module: str) -> str:
