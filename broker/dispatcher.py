@@ -314,8 +314,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if active is self._last_active and not force:
             return
         previous, self._last_active = self._last_active, active
-        if previous is not None and previous is not active and not previous.closed:
-            # The old active consumer's unacknowledged messages go to the new one.
+        if previous is not None and previous is not active:
+            # The old active consumer's unacknowledged messages go to the new
+            # one, also when it is closing but not removed yet (it no longer
+            # counts as active, and what it holds must be free to go).
             self.sub.pending.give_back_all(previous, self.sub.cursor.is_acked)
         self._rewind()
 

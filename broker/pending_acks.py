@@ -129,13 +129,16 @@ class PendingAcks(Generic[C]):
 
     # ------------------------------------------------------------ deliveries and acks
 
-    def delivered(self, consumer: C, entries: Iterable[tuple[Position, int]]) -> None:
+    def delivered(self, consumer: C, entries: list[tuple[Position, int]]) -> None:
         """``entries`` (position, messages) went out to ``consumer``."""
+        holder = self._holder
+        assert all(holder.get(pos, consumer) is consumer for pos, _ in entries), (
+            f"pending at two consumers: {[p for p, _ in entries if holder.get(p, consumer) is not consumer]}"
+        )
         pending = self._pending.setdefault(consumer, {})
         sent = again = 0
         for pos, n in entries:
-            holder = self._holder.setdefault(pos, consumer)
-            assert holder is consumer, f"{pos} is pending at two consumers"
+            self._holder[pos] = consumer
             if pos in pending:
                 sent -= pending[pos]  # the same consumer got it again (a rewind)
             pending[pos] = n
@@ -197,6 +200,8 @@ class PendingAcks(Generic[C]):
         has not acknowledged counts one more redelivery."""
         pending = self._pending.get(consumer, {})
         held = [pos for pos in dict.fromkeys(positions) if pos in pending]
+        if not held:
+            return []
         return self._count_redeliveries(self._release(consumer, held), is_acked)
 
     def give_back_all(self, consumer: C, is_acked: IsAcked) -> list[tuple[Position, int]]:

@@ -21,7 +21,7 @@ from broker.dispatch_rules import (
     active_consumer,
     assign,
 )
-from broker.dispatcher import EntryFacts, SharedDispatcher
+from broker.dispatcher import EntryFacts, SharedDispatcher, SingleActiveConsumerDispatcher
 from broker.key_shared import KeyHashTracker, StickyRangeSelector
 from broker.modes import SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
@@ -212,5 +212,27 @@ def test_non_persistent_subscriptions_use_the_same_rules():
         best.permits = 1
         d.dispatch_entry((0, 5), b"x", facts)
         assert len(got["best"]) == 1 and best.permits == 0
+
+    asyncio.run(main())
+
+
+def test_a_closing_active_consumer_gives_back_what_it_holds_before_another_gets_it():
+    """A Failover consumer whose stream ended is no longer active before it
+    is removed: the next active one gets its entries, and the removal then
+    finds nothing left to give back (one redelivery, counted once)."""
+
+    async def main() -> None:
+        sub = _sub("plain", SubscriptionType.FAILOVER)
+        a = sub.add_consumer("A", SubscriptionType.FAILOVER, lambda d: None)
+        b = sub.add_consumer("B", SubscriptionType.FAILOVER, lambda d: None)
+        sub.pending.delivered(a, [((1, 0), 1)])
+        a.detach()  # its stream ended; the subscription has not removed it yet
+        d = sub.dispatcher
+        assert isinstance(d, SingleActiveConsumerDispatcher)
+        d._check_active_change()
+        assert sub.active_consumer() is b and sub.pending.pending(a) == {}
+        sub.pending.delivered(b, [((1, 0), 1)])  # no longer held by A
+        sub.remove_consumer(a)
+        assert sub.pending.redelivery_count((1, 0)) == 1 and sub.pending.holder((1, 0)) is b
 
     asyncio.run(main())
