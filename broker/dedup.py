@@ -42,7 +42,7 @@ class Outcome(enum.Enum):
     REFUSED = "refused"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per entry, and frozen init is slow
 class Admission:
     outcome: Outcome
     highest: int = -1  # the send's highest sequence id

@@ -61,7 +61,7 @@ class Room(Generic[C]):
         self.subscription -= messages
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per entry, and frozen init is slow
 class Candidate(Generic[T]):
     """An entry a round may hand out. ``item`` is the dispatcher's own (its
     position and bytes); ``readable`` is False for an entry known but not

@@ -90,11 +90,15 @@ def entry_facts(data: bytes) -> EntryFacts:
 class DispatchContext(Protocol):
     """What a dispatcher needs of its subscription."""
 
-    name: str
     consumers: list[Consumer]
     pending: PendingAcks[Consumer]
     settings: BrokerSettings
     batch_index_acks: bool
+
+    @property
+    def label(self) -> str:
+        """``topic/subscription``, for logs."""
+        ...
 
     @property
     def cursor(self) -> ManagedCursor: ...
@@ -114,7 +118,8 @@ class Dispatcher:
         self.max_bytes = max_bytes
         self._task: asyncio.Task | None = None
         self._again = False
-        self._epoch = 0  # moved on by a seek or rewind: a read in flight is stale
+        self._epoch = 0  # moved on by a seek, rewind or retire: a read in flight is stale
+        self.retired = False
         self.delayed: DelayedDeliveryTracker | None = None
         self._delayed_timer: asyncio.TimerHandle | None = None
         self._delayed_timer_at = 0
@@ -122,20 +127,29 @@ class Dispatcher:
     # ------------------------------------------------------------ the loop
 
     def trigger(self) -> None:
+        if self.retired:
+            return
         if self._task is not None:
             self._again = True
             return
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def retire(self) -> None:
+        """Another dispatcher replaces this one (the subscription changed
+        type): it delivers nothing more, and a read in flight is dropped."""
+        self.retired = True
+        self._epoch += 1
+        self._reset_delayed()
+
     async def _run(self) -> None:
         try:
-            while True:
+            while not self.retired:
                 self._again = False
                 progressed = await self._dispatch_once()
                 if not progressed and not self._again:
                     return
         except Exception:
-            log.exception("dispatch on %s failed", self.sub.name)
+            log.exception("dispatch on %s failed", self.sub.label)
         finally:
             self._task = None
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.bundles import NamespaceBundles
@@ -52,15 +52,31 @@ class NamespacePolicies:
     bundles: NamespaceBundles | None = None  # None: default_number_of_namespace_bundles
     replication_clusters: tuple[str, ...] = ()
     deduplication_enabled: bool | None = None  # None: broker_deduplication_enabled
+    # The document as stored. Writing back keeps what this class does not
+    # know (a newer broker's policies) and the stored form of an unchanged
+    # field (an older document's bundle count stays a count).
+    stored: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def document(self) -> dict[str, Any]:
-        """The stored JSON document: Pulsar's field names, unset policies left out."""
-        doc: dict[str, Any] = {"replication_clusters": list(self.replication_clusters)}
-        if self.bundles is not None:
+        """The JSON document to store: Pulsar's field names, unset policies left out."""
+        doc = dict(self.stored)
+        if self.replication_clusters or "replication_clusters" in doc:
+            doc["replication_clusters"] = list(self.replication_clusters)
+        if self.bundles is None:
+            doc.pop("bundles", None)
+        elif not self._stored_bundles_are(self.bundles):
             doc["bundles"] = self.bundles.to_policy()
-        if self.deduplication_enabled is not None:
+        if self.deduplication_enabled is None:
+            doc.pop("deduplicationEnabled", None)
+        else:
             doc["deduplicationEnabled"] = self.deduplication_enabled
         return doc
+
+    def _stored_bundles_are(self, bundles: NamespaceBundles) -> bool:
+        stored = self.stored.get("bundles")
+        if stored is None:
+            return False
+        return NamespaceBundles.from_policy(stored, 0).boundaries == bundles.boundaries
 
     def encode(self) -> bytes:
         return json.dumps(self.document()).encode()
@@ -76,6 +92,7 @@ class NamespacePolicies:
             bundles=None if bundles is None else NamespaceBundles.from_policy(bundles, 0),
             replication_clusters=tuple(doc.get("replication_clusters", ())),
             deduplication_enabled=None if dedup is None else bool(dedup),
+            stored=doc,
         )
 
     def bundles_or_default(self, default_count: int) -> NamespaceBundles:

@@ -17,6 +17,7 @@ import itertools
 
 from broker.dispatcher import entry_facts
 from broker.managed_cursor import ManagedCursor
+from broker.managed_ledger import Stored
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.settings import BrokerSettings
 from broker.subscription import Subscription
@@ -65,7 +66,7 @@ class NonPersistentTopic(TopicBase):
     def last_position(self) -> Position:
         return self._last
 
-    def _store(self, entry: bytes) -> asyncio.Future:
+    def _store(self, entry: bytes, stored: Stored) -> asyncio.Future:
         pos = (NON_PERSISTENT_LEDGER_ID, next(self._entry_ids))
         facts = entry_facts(entry)
         for sub in list(self.subscriptions.values()):
@@ -75,6 +76,7 @@ class NonPersistentTopic(TopicBase):
         self._last = pos
         done: asyncio.Future = asyncio.get_running_loop().create_future()
         done.set_result(pos)
+        stored(True)
         return done
 
     def subscription_idle(self, sub: Subscription) -> None:

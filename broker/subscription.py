@@ -170,6 +170,7 @@ class Subscription:
         except ConsumerAssignError as exc:
             raise BrokerError(str(exc), common_pb2.CONSUMER_ASSIGN_ERROR) from None
         if switching:
+            self.dispatcher.retire()
             self.sub_type, self.key_shared, self.dispatcher = sub_type, key_shared, dispatcher
             self.cursor.rewind()
         self.consumers.append(consumer)

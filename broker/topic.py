@@ -26,9 +26,9 @@ from broker.dedup import DedupState, Outcome, admit
 from broker.dedup_snapshots import recover, write_snapshot
 from broker.errors import BrokerError
 from broker.managed_cursor import ManagedCursor
-from broker.managed_ledger import ManagedLedger
+from broker.managed_ledger import ManagedLedger, Stored
 from broker.meter import Meter
-from broker.metrics import BYTES_IN, MSGS_IN, MSGS_OUT
+from broker.metrics import BYTES_IN, MSGS_IN, MSGS_OUT, Counter
 from broker.modes import ProducerAccessMode, SubscriptionType
 from broker.settings import BrokerSettings
 from broker.subscription import KeySharedPolicy, Subscription
@@ -79,16 +79,23 @@ class TopicBase:
         self._sub_lock = asyncio.Lock()
         self.closing = False
         self._background: set[asyncio.Task] = set()
+        self._metric_series: tuple[Counter, Counter, Counter] | None = None
 
     @property
     def last_position(self) -> Position:
         raise NotImplementedError
 
+    def has_room(self) -> bool:
+        """May a publish go ahead at once (no ledger switch running, not too
+        many writes in flight)?"""
+        return True
+
     async def wait_for_room(self) -> None:
         """Publishes wait here while too many are in flight."""
 
-    def _store(self, entry: bytes) -> asyncio.Future:
-        """Store (or, non-persistent, dispatch) one entry: a future of its position."""
+    def _store(self, entry: bytes, stored: Stored) -> asyncio.Future:
+        """Store (or, non-persistent, dispatch) one entry: a future of its
+        position; ``stored`` hears the outcome as soon as it is known."""
         raise NotImplementedError
 
     def _ledger(self) -> ManagedLedger | None:
@@ -118,7 +125,8 @@ class TopicBase:
         """Store one entry of ``producer`` (first sequence id ``sequence_id``,
         ``messages`` messages): a future of its position, (-1, -1) for a
         duplicate. BrokerError when it is refused or still in flight."""
-        await self.wait_for_room()  # after any ledger switch the dedup state must see
+        if not self.has_room():
+            await self.wait_for_room()  # after any ledger switch the dedup state must see
         admission = admit(
             entry, producer.name, sequence_id, messages, self.dedup, self.settings.max_message_size
         )
@@ -128,33 +136,50 @@ class TopicBase:
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             done.set_result((-1, -1))  # Pulsar answers a duplicate with -1:-1
             return done
-        fut = self._store(entry)
-        if admission.tracked:
-            self.dedup.pushed_to(producer.name, admission.highest)
-            fut.add_done_callback(
-                functools.partial(self._dedup_done, producer.name, admission.highest)
-            )
+        tracked = admission.highest if admission.tracked else None
+        if tracked is not None:
+            self.dedup.pushed_to(producer.name, tracked)
         producer.last_sequence_id = max(producer.last_sequence_id, admission.highest)
-        fut.add_done_callback(functools.partial(self._count_in, producer, messages, len(entry)))
-        return fut
+        return self._store(
+            entry, functools.partial(self._stored, producer, messages, len(entry), tracked)
+        )
 
-    def _count_in(self, producer: Producer, messages: int, size: int, fut: asyncio.Future) -> None:
-        if fut.cancelled() or fut.exception() is not None:
+    def _stored(
+        self,
+        producer: Producer,
+        messages: int,
+        size: int,
+        tracked_highest: int | None,
+        stored: bool,
+    ) -> None:
+        """An entry's write ended: count it, and tell deduplication (when it
+        tracks the entry) whether it was stored."""
+        if not stored:
+            if tracked_highest is not None:
+                self.dedup.failed(producer.name)
             return
-        MSGS_IN.labels(self.name.full_name).inc(messages)
-        BYTES_IN.labels(self.name.full_name).inc(size)
+        msgs_in, bytes_in, _ = self._series()
+        msgs_in.inc(messages)
+        bytes_in.inc(size)
         self.meter_in.add(messages, size)
         producer.meter.add(messages, size)
+        if tracked_highest is not None and self.dedup.stored(producer.name, tracked_highest):
+            self._snapshot_dedup()
+
+    def _series(self) -> tuple[Counter, Counter, Counter]:
+        """This topic's Prometheus counters (created on first use, then kept)."""
+        if self._metric_series is None:
+            label = self.name.full_name
+            self._metric_series = (
+                MSGS_IN.labels(label),
+                BYTES_IN.labels(label),
+                MSGS_OUT.labels(label),
+            )
+        return self._metric_series
 
     def count_out(self, entries: int, messages: int, size: int) -> None:
-        MSGS_OUT.labels(self.name.full_name).inc(entries)
+        self._series()[2].inc(entries)
         self.meter_out.add(messages, size)
-
-    def _dedup_done(self, producer: str, highest: int, fut: asyncio.Future) -> None:
-        if fut.cancelled() or fut.exception() is not None:
-            self.dedup.failed(producer)
-        elif self.dedup.stored(producer, highest):
-            self._snapshot_dedup()
 
     def _snapshot_dedup(self) -> None:
         raise AssertionError(f"{self.name}: deduplication is for persistent topics")
@@ -356,11 +381,14 @@ class Topic(TopicBase):
     def _ledger(self) -> ManagedLedger:
         return self.ledger
 
+    def has_room(self) -> bool:
+        return self.ledger.has_room()
+
     async def wait_for_room(self) -> None:
         await self.ledger.wait_for_room()
 
-    def _store(self, entry: bytes) -> asyncio.Future:
-        return self.ledger.add_entry(entry)
+    def _store(self, entry: bytes, stored: Stored) -> asyncio.Future:
+        return self.ledger.add_entry(entry, stored)
 
     def _recovered(self, entries: list[tuple[Position, bytes]]) -> None:
         if self.dedup.enabled:

@@ -5,9 +5,12 @@ the same rules."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from broker.consumer import Consumer, Deliveries
 from broker.dispatch_rules import (
@@ -236,3 +239,82 @@ def test_a_closing_active_consumer_gives_back_what_it_holds_before_another_gets_
         assert sub.pending.redelivery_count((1, 0)) == 1 and sub.pending.holder((1, 0)) is b
 
     asyncio.run(main())
+
+
+class _SlowLedger:
+    """Entries (1, 0..4); the first read waits until released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.reads = 0
+
+    def has_entry(self, pos: tuple[int, int]) -> bool:
+        return 0 <= pos[1] <= 4
+
+    def normalize(self, pos: tuple[int, int]) -> tuple[int, int]:
+        return pos
+
+    def next_position(self, pos: tuple[int, int]) -> tuple[int, int]:
+        return (pos[0], pos[1] + 1)
+
+    async def read_entries(
+        self, start: tuple[int, int], count: int, max_bytes: int
+    ) -> list[tuple[tuple[int, int], bytes]]:
+        self.reads += 1
+        if self.reads == 1:
+            await self.release.wait()
+        return [((1, e), b"entry") for e in range(start[1], min(start[1] + count, 5))]
+
+
+async def _until(condition: Any, turns: int = 1000) -> None:
+    """Let the event loop run other tasks until ``condition()`` holds (a
+    bounded number of turns: no clock involved)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)  # one turn of the loop, not a wait for time
+    raise AssertionError("the condition did not hold")
+
+
+def test_a_replaced_dispatcher_delivers_nothing_more(caplog: pytest.LogCaptureFixture) -> None:
+    """A subscription that changes type (its last Shared consumer left, a
+    Failover one joins) while the Shared dispatcher's read is in flight:
+    the old dispatcher's read is dropped, so the entries go only to the new
+    active consumer, and never to the standby one."""
+
+    async def main() -> None:
+        ledger = _SlowLedger()
+        cursor = SimpleNamespace(read_position=(1, 0), is_acked=lambda pos: False)
+        cursor.rewind = lambda: setattr(cursor, "read_position", (1, 0))
+        cursor.state = SimpleNamespace(batch_acked={})
+        topic = SimpleNamespace(
+            settings=BrokerSettings(),
+            name=TopicName.parse("t"),
+            persistent=True,
+            count_out=lambda *a: None,
+            subscription_idle=lambda s: None,
+        )
+        sub = Subscription(topic, "s", SubscriptionType.SHARED, cursor, ledger)  # type: ignore[arg-type]
+        got: dict[str, list[int]] = {"shared": [], "c1": [], "c2": []}
+
+        def sink(name: str):  # type: ignore[no-untyped-def]
+            return lambda d: got[name].extend(d.entry_ids) if d is not None else None
+
+        shared = sub.add_consumer("shared", SubscriptionType.SHARED, sink("shared"))
+        sub.grant_permits(shared, 10)  # the Shared dispatcher starts its read
+        await _until(lambda: ledger.reads == 1)
+        old = sub.dispatcher
+        sub.remove_consumer(shared)
+        c1 = sub.add_consumer("c1", SubscriptionType.FAILOVER, sink("c1"))
+        c2 = sub.add_consumer("c2", SubscriptionType.FAILOVER, sink("c2"))
+        assert sub.dispatcher is not old
+        sub.grant_permits(c2, 10)
+        sub.grant_permits(c1, 10)
+        ledger.release.set()
+        await _until(lambda: old._task is None and sub.dispatcher._task is None)
+        assert got == {"shared": [], "c1": [0, 1, 2, 3, 4], "c2": []}
+        assert sorted(sub.pending.pending(c1)) == [(1, e) for e in range(5)]
+
+    with caplog.at_level(logging.ERROR, logger="broker.dispatcher"):
+        asyncio.run(main())
+    assert not caplog.records, [r.getMessage() for r in caplog.records]

@@ -43,7 +43,7 @@ def test_unset_policies_fall_back_to_the_broker_settings_when_used():
     assert len(bare.bundles_or_default(settings.default_number_of_namespace_bundles).bundles) == 8
     assert bare.deduplication(settings) is True
     assert replace(bare, deduplication_enabled=False).deduplication(settings) is False
-    assert json.loads(bare.encode()) == {"replication_clusters": []}  # unset stays unset
+    assert json.loads(bare.encode()) == {}  # unset stays unset
 
 
 def test_an_older_documents_bundle_count_reads_as_equal_bundles():
@@ -67,3 +67,22 @@ def test_bad_namespace_names_are_refused(bad):
     with pytest.raises(BrokerError, match="tenant/namespace"):
         parse_namespace(bad)
     assert parse_namespace("my-tenant/ns.1") == "my-tenant/ns.1"
+
+
+def test_writing_back_keeps_what_it_does_not_change():
+    """A policy change rewrites the document with that change only: fields
+    this broker does not know stay, and an older document's bundle count
+    stays a count until the bundles change."""
+    stored = b'{"bundles": 4, "replication_clusters": ["standalone"], "x-newer": {"a": 1}}'
+    policies = NamespacePolicies.decode(stored)
+    deduped = json.loads(replace(policies, deduplication_enabled=True).encode())
+    assert deduped == {
+        "bundles": 4,
+        "replication_clusters": ["standalone"],
+        "x-newer": {"a": 1},
+        "deduplicationEnabled": True,
+    }
+    assert policies.bundles is not None
+    split = replace(policies, bundles=policies.bundles.split(policies.bundles.bundles[0]))
+    doc = json.loads(split.encode())
+    assert doc["bundles"]["numBundles"] == 5 and doc["x-newer"] == {"a": 1}
