@@ -52,6 +52,13 @@ from protos.message_id import MessageId
 log = logging.getLogger(__name__)
 
 
+def _as_bytes(payload: object) -> bytes:
+    """A message's content as bytes (copied from a bytearray or memoryview)."""
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise TypeError(f"message content must be bytes, not {type(payload).__name__}")
+    return bytes(payload)
+
+
 class _Batch:
     """One entry on its way: a batch of messages, or one chunk of a message
     (only the last chunk carries the message; ``chunk_failure`` is shared by
@@ -240,10 +247,16 @@ class ProducerEngine:
         flush_now: bool = False,
         may_block: bool = True,
     ) -> None:
-        payload = self._checked_payload(payload)
+        # The checks a message needs are inline on this path (it runs once
+        # per message); what is rare is in functions of its own.
+        if type(payload) is not bytes:
+            payload = _as_bytes(payload)
+        if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
+            raise self._too_big(len(payload))
         with self._space:
             self._check_open()
-            self._wait_for_room_locked(may_block)
+            if self._pending >= self.opts.max_pending_messages:
+                self._wait_for_room_locked(may_block)
             seq = self._next_seq if sequence_id is None else int(sequence_id)
             self._next_seq = seq + 1
             msg = PendingMessage(
@@ -266,16 +279,11 @@ class ProducerEngine:
         if arm:
             call_in_loop(self.loop, self._arm_timer)
 
-    def _checked_payload(self, payload: object) -> bytes:
-        if not isinstance(payload, bytes | bytearray | memoryview):
-            raise TypeError(f"message content must be bytes, not {type(payload).__name__}")
-        payload = bytes(payload)
-        if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
-            raise MessageTooBig(
-                f"message of {len(payload)} bytes is over the broker's max_message_size "
-                f"({self.max_message_size} bytes)"
-            )
-        return payload
+    def _too_big(self, size: int) -> MessageTooBig:
+        return MessageTooBig(
+            f"message of {size} bytes is over the broker's max_message_size "
+            f"({self.max_message_size} bytes)"
+        )
 
     def _wait_for_room_locked(self, may_block: bool) -> None:
         """Return once fewer than ``max_pending_messages`` are pending: at once,

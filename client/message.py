@@ -296,22 +296,25 @@ def _batch_payload(messages: list[PendingMessage]) -> bytes:
     parts: list[bytes] = []
     reused = common_pb2.SingleMessageMetadata()
     for m in messages:
-        head = _record_head(m, reused)
+        if (
+            m.properties
+            or m.partition_key is not None
+            or m.ordering_key is not None
+            or m.event_time
+        ):
+            head = _record_head(m)
+        else:  # the common record (a size and a sequence id) reuses one message
+            reused.payload_size = len(m.payload)
+            reused.sequence_id = m.sequence_id
+            head = reused.SerializeToString()
         parts.append(len(head).to_bytes(4, "big"))
         parts.append(head)
         parts.append(m.payload)
     return b"".join(parts)
 
 
-def _record_head(m: PendingMessage, reused: common_pb2.SingleMessageMetadata) -> bytes:
-    """A batch record's SingleMessageMetadata; the common record with only a
-    size and a sequence id reuses one message instead of building one."""
-    if not (
-        m.properties or m.partition_key is not None or m.ordering_key is not None or m.event_time
-    ):
-        reused.payload_size = len(m.payload)
-        reused.sequence_id = m.sequence_id
-        return reused.SerializeToString()
+def _record_head(m: PendingMessage) -> bytes:
+    """The SingleMessageMetadata of a batch record with its own fields."""
     rec = common_pb2.SingleMessageMetadata(payload_size=len(m.payload), sequence_id=m.sequence_id)
     if m.event_time:
         rec.event_time = m.event_time
