@@ -28,6 +28,7 @@ from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
 from metastore.client import MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.add_request import AddRequestView, decode_add_request
+from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
 
@@ -450,8 +451,8 @@ async def start_grpc(
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, settings.host, settings.port)
-    metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
+    port = await serving.bind(server, settings.bind_address, settings.port)
+    metrics_port = serving.start_metrics(settings.bind_address, settings.metrics_port)
     await server.start()
     serving.tune_gc()
     return server, health, port, metrics_port
@@ -459,6 +460,16 @@ async def start_grpc(
 
 async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("bookie", settings.log_level)
+    lock = DataDirLock(Path(settings.data_dir), "bookie")
+    try:
+        serving.check_port_free(settings.bind_address, settings.port, "gRPC")
+        serving.check_port_free(settings.bind_address, settings.metrics_port, "metrics")
+        await _serve(settings, ready_file)
+    finally:
+        lock.release()
+
+
+async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     service = open_service(settings)
@@ -466,7 +477,7 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     server, health, port, metrics_port = await start_grpc(settings, service)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
-    address = f"{settings.host}:{port}"
+    address = f"{serving.advertised(settings.bind_address, settings.advertised_address)}:{port}"
     metastore = MetastoreClient(settings.metastore)
     try:
         await check_cookie(metastore, data_dir, bookie_id)
@@ -492,15 +503,27 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
         ready_file, {"grpc": address, "metrics": metrics_port, "bookie_id": bookie_id}
     )
     log.info(
-        "bookie %s serving on %s (metrics %d, data %s)", bookie_id, address, metrics_port, data_dir
+        "bookie %s serving on %s:%d as %s (metrics %d, data %s)",
+        bookie_id,
+        settings.bind_address,
+        port,
+        address,
+        metrics_port,
+        data_dir,
     )
     await stop.wait()
     log.info("bookie stopping")
-    disk_watch.cancel()
-    serving.set_serving(health, False)
-    await server.stop(grace=2)
-    await registration
+    serving.exit_deadline(settings.shutdown_timeout_s)
+
+    async def steps() -> None:
+        disk_watch.cancel()
+        serving.set_serving(health, False)
+        await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 4))
+        await registration  # closes the session: the bookie leaves the registry at once
+
+    await serving.bounded_shutdown(steps, settings.shutdown_timeout_s * 0.6, log)
+    registration.cancel()
     service.stop()
-    store.close()
-    await metastore.close()
+    store.close()  # the journal and RocksDB are closed cleanly whatever the metastore does
+    await serving.bounded_shutdown(metastore.close, 1.0, log)
     log.info("bookie stopped")

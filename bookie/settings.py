@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protos.settings import malloc_arenas_setting, malloc_trim_threshold_mb_setting, setting
+from protos.settings import (
+    advertised_address_setting,
+    bind_address_setting,
+    malloc_arenas_setting,
+    malloc_trim_threshold_mb_setting,
+    setting,
+    shutdown_timeout_setting,
+)
 
 
 @dataclass(frozen=True)
 class BookieSettings:
-    host: str = setting("127.0.0.1", "Address the gRPC port listens on and is advertised.")
+    bind_address: str = bind_address_setting()
+    advertised_address: str = advertised_address_setting()
     port: int = setting(3181, "gRPC port (0 = pick a free port).")
     metrics_port: int = setting(8000, "Prometheus /metrics port (0 = free port, -1 = off).")
     data_dir: str = setting("./data/bookie", "Directory of the RocksDB entry store and cookie.")
@@ -74,4 +82,5 @@ class BookieSettings:
         100000, "Ledger states (fenced flag, master key, LAC) kept in memory (LRU)."
     )
     session_ttl_ms: int = setting(10000, "TTL of the metastore session behind registration.")
+    shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

@@ -9,8 +9,9 @@ Settings come from ``--config FILE`` (TOML, one table per process), then
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +43,11 @@ common = [
     ),
     click.option("--set", "pairs", multiple=True, metavar="KEY=VALUE", help="Any setting."),
     click.option("--port", type=int, help="gRPC port (0 = free port)."),
+    click.option("--bind-address", help="Address every port listens on (bind_address)."),
+    click.option(
+        "--advertised-address",
+        help="Host given to clients and other processes (advertised_address).",
+    ),
     click.option("--metrics-port", type=int, help="/metrics port (0 = free, -1 = off)."),
     click.option("--ready-file", type=click.Path(dir_okay=False), help="Written once serving."),
 ]
@@ -56,6 +62,21 @@ def with_common(fn: F) -> F:
     for opt in reversed(common):
         fn = opt(fn)
     return fn
+
+
+def _serve(server: Coroutine[Any, Any, None]) -> None:
+    """Run a server process; refusals at start (a taken port, a data dir
+    another process holds, a bad peer list) are one line and exit code 1."""
+    from protos.data_dir_lock import DataDirLocked
+    from protos.serving import PortInUse, die_with_parent
+
+    supervisor = os.environ.get("MAGNETAR_SUPERVISOR_PID", "")
+    if supervisor.isdigit():
+        die_with_parent(int(supervisor))
+    try:
+        asyncio.run(server)
+    except (PortInUse, DataDirLocked) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.group()
@@ -76,6 +97,8 @@ def metastore(
     config: Text,
     pairs: tuple[str, ...],
     port: Port,
+    bind_address: Text,
+    advertised_address: Text,
     metrics_port: Port,
     ready_file: Text,
     data_dir: Text,
@@ -94,6 +117,8 @@ def metastore(
         _overrides(
             pairs,
             port=port,
+            bind_address=bind_address,
+            advertised_address=advertised_address,
             metrics_port=metrics_port,
             data_dir=data_dir,
             raft_port=raft_port,
@@ -101,7 +126,7 @@ def metastore(
             peers=peers,
         ),
     )
-    asyncio.run(serve(settings, ready_file))
+    _serve(serve(settings, ready_file))
 
 
 @main.command()
@@ -112,6 +137,8 @@ def bookie(
     config: Text,
     pairs: tuple[str, ...],
     port: Port,
+    bind_address: Text,
+    advertised_address: Text,
     metrics_port: Port,
     ready_file: Text,
     data_dir: Text,
@@ -126,10 +153,16 @@ def bookie(
         "bookie",
         config,
         _overrides(
-            pairs, port=port, metrics_port=metrics_port, data_dir=data_dir, metastore=metastore_addr
+            pairs,
+            port=port,
+            bind_address=bind_address,
+            advertised_address=advertised_address,
+            metrics_port=metrics_port,
+            data_dir=data_dir,
+            metastore=metastore_addr,
         ),
     )
-    asyncio.run(serve(settings, ready_file))
+    _serve(serve(settings, ready_file))
 
 
 @main.command()
@@ -139,6 +172,8 @@ def broker(
     config: Text,
     pairs: tuple[str, ...],
     port: Port,
+    bind_address: Text,
+    advertised_address: Text,
     metrics_port: Port,
     ready_file: Text,
     metastore_addr: Text,
@@ -151,9 +186,16 @@ def broker(
         BrokerSettings,
         "broker",
         config,
-        _overrides(pairs, port=port, metrics_port=metrics_port, metastore=metastore_addr),
+        _overrides(
+            pairs,
+            port=port,
+            bind_address=bind_address,
+            advertised_address=advertised_address,
+            metrics_port=metrics_port,
+            metastore=metastore_addr,
+        ),
     )
-    asyncio.run(serve(settings, ready_file))
+    _serve(serve(settings, ready_file))
 
 
 @main.command()
@@ -166,6 +208,7 @@ def broker(
 @click.option("--metastore-metrics-port", default=7000, show_default=True, help="-1 = off.")
 @click.option("--bookie-metrics-port", default=8000, show_default=True, help="-1 = off.")
 @click.option("--broker-metrics-port", default=8080, show_default=True, help="-1 = off.")
+@click.option("--no-restart", is_flag=True, help="Leave a process that dies down.")
 def standalone(
     data_dir: str,
     config: Text,
@@ -176,11 +219,15 @@ def standalone(
     metastore_metrics_port: int,
     bookie_metrics_port: int,
     broker_metrics_port: int,
+    no_restart: bool,
 ) -> None:
-    """Start metastore, bookie and broker; print the service URL once ready."""
-    from broker.standalone import Supervisor, run
+    """Start metastore, bookie and broker; print the service URL once ready.
+    A process that dies is restarted after a backoff (docs/deploy.md)."""
+    from broker.standalone import Standalone
+    from broker.supervision import RestartPolicy
+    from broker.supervisor import run
 
-    sup = Supervisor(
+    sup = Standalone(
         Path(data_dir),
         metastore_port=metastore_port,
         raft_port=raft_port,
@@ -188,6 +235,7 @@ def standalone(
         broker_port=broker_port,
         metrics_ports=(metastore_metrics_port, bookie_metrics_port, broker_metrics_port),
         config_file=config,
+        policy=RestartPolicy(restart=not no_restart),
     )
     sys.exit(run(sup))
 
@@ -199,13 +247,23 @@ def standalone(
 @click.option("--bookies", default=3, show_default=True, help="Bookies.")
 @click.option("--brokers", default=3, show_default=True, help="Brokers.")
 @click.option("--port-offset", default=0, show_default=True, help="Added to every default port.")
+@click.option("--no-restart", is_flag=True, help="Leave a process that dies down.")
 def local_cluster(
-    data_dir: str, config: Text, metastores: int, bookies: int, brokers: int, port_offset: int
+    data_dir: str,
+    config: Text,
+    metastores: int,
+    bookies: int,
+    brokers: int,
+    port_offset: int,
+    no_restart: bool,
 ) -> None:
     """Start a cluster on this machine (3 metastore nodes, 3 bookies, 3
-    brokers by default); print the service URL once every process is ready."""
+    brokers by default); print the service URL once every process is ready.
+    A process that dies is restarted after a backoff while the rest keeps
+    serving (or left down with --no-restart)."""
     from broker.local_cluster import LocalCluster
-    from broker.standalone import StartupError, run
+    from broker.supervision import RestartPolicy
+    from broker.supervisor import StartupError, run
 
     try:
         sup = LocalCluster(
@@ -215,10 +273,27 @@ def local_cluster(
             brokers=brokers,
             port_offset=port_offset,
             config_file=config,
+            policy=RestartPolicy(restart=not no_restart, start_timeout_s=90),
         )
     except StartupError as exc:
         raise click.UsageError(str(exc)) from None
     sys.exit(run(sup))
+
+
+@main.command()
+@click.argument("address", metavar="HOST:PORT")
+@click.option("--timeout", "timeout_s", default=2.0, show_default=True, help="Seconds to wait.")
+def health(address: str, timeout_s: float) -> None:
+    """Exit 0 when the process at HOST:PORT says SERVING on its gRPC health
+    service, 1 otherwise (for HEALTHCHECK and probes)."""
+    from protos.serving import health_serving
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise click.BadParameter(f"{address!r} is not HOST:PORT", param_hint="ADDRESS")
+    serving = health_serving(address, timeout_s)
+    click.echo(f"{address}: {'SERVING' if serving else 'NOT SERVING'}")
+    sys.exit(0 if serving else 1)
 
 
 if __name__ == "__main__":

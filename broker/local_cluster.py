@@ -14,15 +14,17 @@ again by ``--port-offset``:
 Data lives under ``<data-dir>/metastore-i`` and ``<data-dir>/bookie-i``; logs
 under ``<data-dir>/logs``. Brokers keep the cluster defaults (E/Qw/Qa =
 2/2/2). The printed service URL lists every broker; ``endpoints.json``
-holds every address and pid.
+holds every address, pid and state. A process that dies is restarted (or,
+with ``--no-restart``, left down) while the rest keeps serving: kill one to
+watch the cluster fail over.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from broker.standalone import Child, StartupError, Supervisor
+from broker.supervision import RestartPolicy
+from broker.supervisor import StartupError, Supervisor
 
 METASTORE_PORT, RAFT_PORT, BOOKIE_PORT, BROKER_PORT = 2379, 2380, 3181, 6650
 METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS = 7000, 8000, 8080
@@ -38,17 +40,10 @@ class LocalCluster(Supervisor):
         brokers: int = 3,
         port_offset: int = 0,
         config_file: str | None = None,
-        startup_timeout_s: float = 90.0,
+        policy: RestartPolicy | None = None,
     ) -> None:
         super().__init__(
-            data_dir,
-            metastore_port=0,
-            raft_port=0,
-            bookie_port=0,
-            broker_port=0,
-            metrics_ports=(-1, -1, -1),
-            config_file=config_file,
-            startup_timeout_s=startup_timeout_s,
+            data_dir, config_file=config_file, policy=policy or RestartPolicy(start_timeout_s=90)
         )
         if not (metastores % 2 == 1 and bookies >= 1 and brokers >= 1):
             raise StartupError(
@@ -56,15 +51,37 @@ class LocalCluster(Supervisor):
                 "needs an odd number of metastore nodes and at least one bookie and broker"
             )
         self.counts = (metastores, bookies, brokers)
-        self.stop_budget_s = 30.0  # brokers hand their bundles over first
         self.offset = port_offset
 
-    def _all_ready(self, children: list[Child]) -> list[Child]:
-        for child in children:
-            self._await_ready(child)
-        return children
+    def planned_ports(self) -> list[tuple[int, str]]:
+        metastores, bookies, brokers = self.counts
+        o = self.offset
+        ports = []
+        for i in range(metastores):
+            ports += [
+                (METASTORE_PORT + 2 * i + o, f"metastore-{i} gRPC"),
+                (RAFT_PORT + 2 * i + o, f"metastore-{i} raft"),
+                (METASTORE_METRICS + i + o, f"metastore-{i} metrics"),
+            ]
+        for i in range(bookies):
+            ports += [
+                (BOOKIE_PORT + i + o, f"bookie-{i} gRPC"),
+                (BOOKIE_METRICS + i + o, f"bookie-{i} metrics"),
+            ]
+        for i in range(brokers):
+            ports += [
+                (BROKER_PORT + i + o, f"broker-{i} gRPC"),
+                (BROKER_METRICS + i + o, f"broker-{i} metrics"),
+            ]
+        return ports
 
-    def start(self) -> dict:
+    def child_dirs(self) -> list[Path]:
+        metastores, bookies, _ = self.counts
+        return [self.data_dir / f"metastore-{i}" for i in range(metastores)] + [
+            self.data_dir / f"bookie-{i}" for i in range(bookies)
+        ]
+
+    def start_children(self) -> dict:
         metastores, bookies, brokers = self.counts
         o = self.offset
         peers = ",".join(
@@ -72,9 +89,9 @@ class LocalCluster(Supervisor):
             for i in range(metastores)
         )
         # The metastore nodes start together: none is ready before a majority runs.
-        ms = self._all_ready(
+        ms = self.await_ready(
             [
-                self._launch(
+                self.launch(
                     f"metastore-{i}",
                     "metastore",
                     METASTORE_PORT + 2 * i + o,
@@ -88,9 +105,9 @@ class LocalCluster(Supervisor):
             ]
         )
         metastore = ",".join(c.info["grpc"] for c in ms)
-        bk = self._all_ready(
+        bk = self.await_ready(
             [
-                self._launch(
+                self.launch(
                     f"bookie-{i}",
                     "bookie",
                     BOOKIE_PORT + i + o,
@@ -100,9 +117,9 @@ class LocalCluster(Supervisor):
                 for i in range(bookies)
             ]
         )
-        br = self._all_ready(
+        br = self.await_ready(
             [
-                self._launch(
+                self.launch(
                     f"broker-{i}",
                     "broker",
                     BROKER_PORT + i + o,
@@ -112,14 +129,10 @@ class LocalCluster(Supervisor):
                 for i in range(brokers)
             ]
         )
-        endpoints = {
+        return {
             "service_url": "magnetar://" + ",".join(c.info["grpc"] for c in br),
             "brokers": [c.info["grpc"] for c in br],
             "bookies": [c.info["grpc"] for c in bk],
             "metastores": [c.info["grpc"] for c in ms],
-            "metrics": {c.role: c.info.get("metrics") for c in self.children},
-            "pids": {c.role: c.proc.pid for c in self.children},
-            "supervisor_pid": os.getpid(),
+            "metrics": {c.name: c.info.get("metrics") for c in self.children},
         }
-        self.write_endpoints(endpoints)
-        return endpoints

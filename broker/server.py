@@ -102,12 +102,18 @@ async def _start_server(settings: BrokerSettings) -> tuple[grpc.aio.Server, Heal
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, settings.host, settings.port)
-    return server, health, f"{settings.host}:{port}"
+    port = await serving.bind(server, settings.bind_address, settings.port)
+    return (
+        server,
+        health,
+        f"{serving.advertised(settings.bind_address, settings.advertised_address)}:{port}",
+    )
 
 
 async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("broker", settings.log_level)
+    serving.check_port_free(settings.bind_address, settings.port, "gRPC")
+    serving.check_port_free(settings.bind_address, settings.metrics_port, "metrics")
     if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     server, health, address = await _start_server(settings)
@@ -119,7 +125,7 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     broker_pb2_grpc.add_BrokerAdminServicer_to_server(
         BrokerAdminService(Administration(core.topics, core.namespaces, core.ownership)), server
     )
-    metrics_port = serving.start_metrics(settings.host, settings.metrics_port)
+    metrics_port = serving.start_metrics(settings.bind_address, settings.metrics_port)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
@@ -129,13 +135,20 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     await registration.register()
     serving.set_serving(health, True)
     serving.write_ready_file(ready_file, {"grpc": address, "metrics": metrics_port})
-    log.info("broker serving on %s (metrics %d)", address, metrics_port)
+    log.info(
+        "broker serving on %s:%d as %s (metrics %d)",
+        settings.bind_address,
+        settings.port,
+        address,
+        metrics_port,
+    )
     background = [
         asyncio.create_task(core.topics.housekeeping_forever()),
         asyncio.create_task(core.load_manager.run_forever()),
     ]
     await stop.wait()
     log.info("broker stopping")
+    serving.exit_deadline(settings.shutdown_timeout_s)
     await _stop(core, server, health, registration, background)
 
 
@@ -146,13 +159,23 @@ async def _stop(
     registration: Registration,
     background: list[asyncio.Task],
 ) -> None:
+    """Hand the topics over and leave, within shutdown_timeout_s: closing a
+    topic persists its cursors, and unloading first lets clients move to
+    other brokers without an error. Whatever of that waits on an unreachable
+    metastore or bookie is given up when time runs out; the bundles are
+    freed anyway when the broker's session expires."""
+    budget_s = core.settings.shutdown_timeout_s
     for task in background:
         task.cancel()
     serving.set_serving(health, False)
-    await core.topics.unload_all()  # clients move to other brokers without an error
-    await core.topics.close_all()
-    await server.stop(grace=2)
-    await registration.close()
-    await core.ledgers.close()
-    await core.metastore.close()
+
+    async def hand_over() -> None:
+        await core.topics.unload_all()
+        await core.topics.close_all()
+
+    await serving.bounded_shutdown(hand_over, budget_s * 0.6, log)
+    await server.stop(grace=min(2.0, budget_s * 0.1))
+    await serving.bounded_shutdown(registration.close, budget_s * 0.1, log)
+    await serving.bounded_shutdown(core.ledgers.close, budget_s * 0.05, log)
+    await serving.bounded_shutdown(core.metastore.close, budget_s * 0.05, log)
     log.info("broker stopped")

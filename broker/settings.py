@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protos.settings import malloc_arenas_setting, malloc_trim_threshold_mb_setting, setting
+from protos.settings import (
+    advertised_address_setting,
+    bind_address_setting,
+    malloc_arenas_setting,
+    malloc_trim_threshold_mb_setting,
+    setting,
+    shutdown_timeout_setting,
+)
 
 
 @dataclass(frozen=True)
 class BrokerSettings:
-    host: str = setting("127.0.0.1", "Address the gRPC port listens on and is advertised.")
+    bind_address: str = bind_address_setting()
+    advertised_address: str = advertised_address_setting()
     port: int = setting(6650, "gRPC port for clients and admin (0 = pick a free port).")
     metrics_port: int = setting(8080, "Prometheus /metrics port (0 = free port, -1 = off).")
     metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
@@ -210,4 +218,5 @@ class BrokerSettings:
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
     malloc_arenas: int = malloc_arenas_setting()
     session_ttl_ms: int = setting(10000, "TTL of the broker's metastore session.")
+    shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

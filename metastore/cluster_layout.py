@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from metastore.settings import MetastoreSettings
+from protos.serving import advertised
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class ClusterLayout:
     @classmethod
     def from_settings(cls, s: MetastoreSettings, port: int, raft_port: int) -> ClusterLayout:
         if not s.peers.strip():
-            client, raft = f"{s.host}:{port}", f"{s.host}:{raft_port}"
+            host = advertised(s.bind_address, s.advertised_address)
+            client, raft = f"{host}:{port}", f"{host}:{raft_port}"
             return cls(s.node_id or "1", client, raft, [], {raft: client})
         nodes: dict[str, tuple[str, str]] = {}
         for part in s.peers.split(","):
@@ -43,6 +45,12 @@ class ClusterLayout:
         if s.node_id not in nodes:
             raise ValueError(f"node_id {s.node_id!r} is not one of the peers {sorted(nodes)}")
         client, raft = nodes[s.node_id]
+        host = client.rsplit(":", 1)[0]
+        if s.advertised_address and s.advertised_address != host:
+            raise ValueError(
+                f"advertised_address {s.advertised_address!r} differs from node {s.node_id}'s "
+                f"host {host!r} in peers; peers decide it (leave advertised_address empty)"
+            )
         return cls(
             s.node_id,
             client,

@@ -109,6 +109,7 @@ class MetastoreNode(SyncObj):
         partners: list[str],
         data_dir: Path,
         *,
+        bind_address: str | None = None,
         max_sessions: int,
         max_history: int,
         dedup_window: int,
@@ -124,6 +125,8 @@ class MetastoreNode(SyncObj):
         dump = str(data_dir / "raft.dump")
         conf = SyncObjConf(
             autoTick=False,
+            # None: pysyncobj binds 0.0.0.0 (every interface) on the self address's port.
+            bindAddress=bind_address,
             journalFile=journal,
             fullDumpFile=dump,
             useFork=False,

@@ -37,6 +37,7 @@ from metastore.session_deadlines import SessionDeadlines
 from metastore.settings import MetastoreSettings
 from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, Record, validate_key
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
+from protos.data_dir_lock import DataDirLock
 from protos.errors import error
 
 log = logging.getLogger("metastore")
@@ -477,23 +478,16 @@ def _event(e: Any) -> metastore_pb2.Event:
     )
 
 
-async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:
-    serving.setup_logging("metastore", settings.log_level)
-    if settings.peers.strip():
-        layout = ClusterLayout.from_settings(settings, 0, 0)
-        host, port_s = layout.client_address.rsplit(":", 1)
-        port, raft_port = int(port_s), int(layout.raft_address.rsplit(":", 1)[1])
-    else:
-        host = settings.host
-        raft_port = settings.raft_port or serving.free_port(settings.host)
-        port = settings.port or serving.free_port(settings.host)
-        layout = ClusterLayout.from_settings(settings, port, raft_port)
-    server = grpc.aio.server(options=serving.grpc_options())
+def _service(
+    settings: MetastoreSettings, layout: ClusterLayout, raft_bind: str
+) -> MetastoreService:
+    """The Raft node (bound to ``raft_bind``) and the service over it."""
     holder: list[MetastoreService] = []
     node = MetastoreNode(
         layout.raft_address,
         layout.partners,
         Path(settings.data_dir),
+        bind_address=raft_bind,
         max_sessions=settings.max_sessions,
         max_history=settings.watch_history_events,
         dedup_window=settings.dedup_window_requests,
@@ -506,11 +500,43 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
     )
     service = MetastoreService(node, settings, layout)
     holder.append(service)
+    return service
+
+
+def _ports(settings: MetastoreSettings) -> tuple[ClusterLayout, int, int]:
+    """This node's layout, gRPC port and Raft port (free ones picked for 0)."""
+    if settings.peers.strip():
+        layout = ClusterLayout.from_settings(settings, 0, 0)
+        port = int(layout.client_address.rsplit(":", 1)[1])
+        return layout, port, int(layout.raft_address.rsplit(":", 1)[1])
+    raft_port = settings.raft_port or serving.free_port(settings.bind_address)
+    port = settings.port or serving.free_port(settings.bind_address)
+    return ClusterLayout.from_settings(settings, port, raft_port), port, raft_port
+
+
+async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:
+    serving.setup_logging("metastore", settings.log_level)
+    lock = DataDirLock(Path(settings.data_dir), "metastore")
+    try:
+        await _serve(settings, ready_file)
+    finally:
+        lock.release()
+
+
+async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
+    layout, port, raft_port = _ports(settings)
+    bind = settings.bind_address
+    serving.check_port_free(bind, port, "gRPC")
+    serving.check_port_free(bind, raft_port, "raft")
+    serving.check_port_free(bind, settings.metrics_port, "metrics")
+    server = grpc.aio.server(options=serving.grpc_options())
+    service = _service(settings, layout, f"{bind}:{raft_port}")
+    node = service.node
     metastore_pb2_grpc.add_MetastoreServicer_to_server(service, server)
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, host, port)
-    metrics_port = serving.start_metrics(host, settings.metrics_port)
+    port = await serving.bind(server, bind, port)
+    metrics_port = serving.start_metrics(bind, settings.metrics_port)
     await server.start()
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
@@ -522,7 +548,7 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
     serving.write_ready_file(
         ready_file,
         {
-            "grpc": f"{host}:{port}",
+            "grpc": layout.client_address,
             "raft": layout.raft_address,
             "node_id": layout.node_id,
             "metrics": metrics_port,
@@ -530,10 +556,11 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
         },
     )
     log.info(
-        "metastore node %s serving on %s:%d (raft %s, %d partners, metrics %d, data %s)",
+        "metastore node %s serving on %s:%d as %s (raft %s, %d partners, metrics %d, data %s)",
         layout.node_id,
-        host,
+        bind,
         port,
+        layout.client_address,
         layout.raft_address,
         len(layout.partners),
         metrics_port,
@@ -542,8 +569,13 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
     expiry = asyncio.create_task(service.expire_sessions_forever())
     await stop.wait()
     log.info("metastore stopping")
-    serving.set_serving(health, False)
-    expiry.cancel()
-    await server.stop(grace=2)
+    serving.exit_deadline(settings.shutdown_timeout_s)
+
+    async def steps() -> None:
+        serving.set_serving(health, False)
+        expiry.cancel()
+        await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 2))
+
+    await serving.bounded_shutdown(steps, settings.shutdown_timeout_s * 0.8, log)
     node.stop()
     log.info("metastore stopped")

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protos.settings import setting
+from protos.settings import (
+    advertised_address_setting,
+    bind_address_setting,
+    setting,
+    shutdown_timeout_setting,
+)
 
 
 @dataclass(frozen=True)
 class MetastoreSettings:
-    host: str = setting("127.0.0.1", "Address the gRPC and Raft ports listen on.")
+    bind_address: str = bind_address_setting()
+    advertised_address: str = advertised_address_setting()
     port: int = setting(2379, "gRPC port for clients (0 = pick a free port).")
     raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")
     metrics_port: int = setting(7000, "Prometheus /metrics port (0 = free port, -1 = off).")
@@ -52,4 +58,5 @@ class MetastoreSettings:
     )
     watch_batch_events: int = setting(500, "Most events in one Watch response message.")
     write_timeout_ms: int = setting(10000, "How long a write may wait for its Raft commit.")
+    shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

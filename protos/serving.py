@@ -7,12 +7,15 @@ one needs it) and the SIGTERM/SIGINT shutdown.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
+import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -183,6 +186,44 @@ def add_servicer(
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
+def health_serving(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether the process at ``address`` says SERVING on its gRPC health
+    service (``magnetar health``, supervisors, probes)."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            resp = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
+            )
+        except grpc.RpcError:
+            return False
+    return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+# prctl(2) option: the signal this process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """Have the kernel SIGKILL this process when its parent (the supervisor
+    ``parent_pid``) dies, however it dies. Set by the child itself, first
+    thing (not through ``preexec_fn``, unsafe in a parent with threads); a
+    parent that died before this ran is caught by comparing pids. Returns
+    False where prctl is not available (not Linux): nothing is set then."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        prctl = ctypes.CDLL(name, use_errno=True).prctl if name else None
+    except (OSError, AttributeError):
+        prctl = None
+    if prctl is None or prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the supervisor is already gone
+    return True
+
+
 def add_health(server: grpc.aio.Server) -> health.HealthServicer:
     servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
@@ -198,13 +239,57 @@ def set_serving(servicer: health.HealthServicer, serving: bool) -> None:
     servicer.set("", status)
 
 
+class PortInUse(OSError):
+    """A port this process must listen on is taken."""
+
+    def __init__(self, port: int, what: str, host: str) -> None:
+        self.port = port
+        self.what = what
+        super().__init__(f"port {port} ({what}) is in use on {host}")
+
+
+def check_port_free(host: str, port: int, what: str) -> None:
+    """Raise PortInUse at once when ``host:port`` cannot be bound (0 and
+    negative ports, picked later or off, pass). Called before a server
+    touches anything, so a taken port is one clear line, not a hang
+    (pysyncobj retries a failed bind forever, silently) or a gRPC trace."""
+    if port <= 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        # As the servers bind: a port left in TIME_WAIT by a stopped one is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(port, what, host) from None
+            raise OSError(f"cannot listen on {host}:{port} ({what}): {exc.strerror}") from None
+
+
+def advertised(bind_address: str, advertised_address: str) -> str:
+    """The host other processes and clients are told: ``advertised_address``
+    when set; else the bind address, unless that is a wildcard, which no one
+    can connect to: then this machine's host name (a pod's or container's
+    name, which its peers resolve)."""
+    if advertised_address:
+        return advertised_address
+    if bind_address in ("0.0.0.0", "::", ""):
+        return socket.gethostname()
+    return bind_address
+
+
 def start_metrics(host: str, port: int, registry: CollectorRegistry = REGISTRY) -> int:
     """Serve ``/metrics``; port 0 picks a free one. Returns the port, -1 if off."""
     if port < 0:
         return -1
     if port == 0:
         port = free_port(host)
-    start_http_server(port, addr=host, registry=registry)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(port, "metrics", host) from None
+        raise
     return port
 
 
@@ -214,10 +299,44 @@ def install_shutdown(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) 
 
 
 async def bind(server: grpc.aio.Server, host: str, port: int) -> int:
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:
+        bound = 0
     if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}")
+        if port > 0:
+            check_port_free(host, port, "gRPC")
+        raise OSError(f"cannot listen on {host}:{port} (gRPC)")
     return bound
+
+
+async def bounded_shutdown(
+    steps: Callable[[], Awaitable[None]], timeout_s: float, log: logging.Logger
+) -> None:
+    """Run a server's stop ``steps`` for at most ``timeout_s``. What is left
+    when time is up (calls to an unreachable metastore or bookie) is
+    abandoned: the process exits anyway, and what it held in the metastore
+    (sessions, ownership) expires with its session."""
+    try:
+        await asyncio.wait_for(steps(), timeout_s)
+    except TimeoutError:
+        log.warning(
+            "shutdown did not finish within shutdown_timeout_s=%g s; exiting anyway", timeout_s
+        )
+
+
+def exit_deadline(timeout_s: float) -> None:
+    """Last resort after a stop signal: end the process ``timeout_s`` from
+    now even if a thread (RocksDB, Raft, gRPC's own) still blocks exit."""
+
+    def _exit() -> None:
+        logging.getLogger("magnetar").error("still running %g s after the stop signal", timeout_s)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(timeout_s, _exit)
+    timer.daemon = True
+    timer.start()
 
 
 def write_ready_file(path: str | None, info: dict) -> None:

@@ -51,6 +51,33 @@ def malloc_arenas_setting() -> Any:
     )
 
 
+# Listeners and shutdown: every process kind has these three.
+def bind_address_setting() -> Any:
+    return setting(
+        "127.0.0.1",
+        "Address every port of this process listens on (gRPC, Raft, metrics); 0.0.0.0 "
+        "in a container or pod.",
+    )
+
+
+def advertised_address_setting() -> Any:
+    return setting(
+        "",
+        "Host name or address other processes and clients are given for this one "
+        "(lookups, the bookie registry, the metastore's leader hint). Empty = "
+        "bind_address, or this machine's host name when bind_address is 0.0.0.0.",
+    )
+
+
+def shutdown_timeout_setting() -> Any:
+    return setting(
+        10.0,
+        "Longest time from SIGTERM to exit. Steps that wait on an unreachable metastore "
+        "or bookie are given up when it runs out; what the process held in the metastore "
+        "expires with its session.",
+    )
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 

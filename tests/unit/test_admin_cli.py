@@ -29,7 +29,8 @@ ADMIN_VERBS = {
         "stats",
     },
 }
-SERVER_COMMANDS = {"bookie", "broker", "local-cluster", "metastore", "standalone"}
+# The servers, and `magnetar health` for probes (issue 19).
+SERVER_COMMANDS = {"bookie", "broker", "health", "local-cluster", "metastore", "standalone"}
 
 
 def _help(module: str) -> str:

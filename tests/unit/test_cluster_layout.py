@@ -1,3 +1,6 @@
+import socket
+from dataclasses import replace
+
 import pytest
 
 from metastore.cluster_layout import ClusterLayout
@@ -23,7 +26,9 @@ def test_a_node_finds_itself_and_its_partners_in_the_peer_list():
 
 
 def test_no_peers_is_a_one_node_cluster_on_the_given_ports():
-    layout = ClusterLayout.from_settings(MetastoreSettings(host="127.0.0.1", peers=""), 7000, 7001)
+    layout = ClusterLayout.from_settings(
+        MetastoreSettings(bind_address="127.0.0.1", peers=""), 7000, 7001
+    )
     assert layout.client_address == "127.0.0.1:7000" and layout.raft_address == "127.0.0.1:7001"
     assert layout.partners == [] and layout.client_of_raft == {"127.0.0.1:7001": "127.0.0.1:7000"}
 
@@ -40,3 +45,18 @@ def test_no_peers_is_a_one_node_cluster_on_the_given_ports():
 def test_a_bad_peer_list_is_refused_with_what_was_expected(node_id, peers, message):
     with pytest.raises(ValueError, match=message):
         ClusterLayout.from_settings(MetastoreSettings(node_id=node_id, peers=peers), 0, 0)
+
+
+def test_a_node_bound_to_every_interface_advertises_its_advertised_address_or_host_name():
+    named = MetastoreSettings(bind_address="0.0.0.0", advertised_address="meta-0.meta")
+    layout = ClusterLayout.from_settings(named, 2379, 2380)
+    assert (layout.client_address, layout.raft_address) == ("meta-0.meta:2379", "meta-0.meta:2380")
+    layout = ClusterLayout.from_settings(MetastoreSettings(bind_address="0.0.0.0"), 2379, 2380)
+    assert layout.client_address == f"{socket.gethostname()}:2379"
+
+
+def test_peers_decide_a_node_s_advertised_host_and_a_different_one_is_refused():
+    same = MetastoreSettings(node_id="2", peers=PEERS, advertised_address="h2")
+    assert ClusterLayout.from_settings(same, 0, 0).client_address == "h2:2479"
+    with pytest.raises(ValueError, match="advertised_address 'h9' differs"):
+        ClusterLayout.from_settings(replace(same, advertised_address="h9"), 0, 0)
