@@ -521,9 +521,11 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
         await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 4))
         await registration  # closes the session: the bookie leaves the registry at once
 
-    await serving.bounded_shutdown(steps, settings.shutdown_timeout_s * 0.6, log)
+    await serving.bounded_shutdown(
+        steps, settings.shutdown_timeout_s * 0.6, log, "leaving the registry"
+    )
     registration.cancel()
     service.stop()
     store.close()  # the journal and RocksDB are closed cleanly whatever the metastore does
-    await serving.bounded_shutdown(metastore.close, 1.0, log)
+    await serving.bounded_shutdown(metastore.close, 1.0, log, "closing the metastore client")
     log.info("bookie stopped")

@@ -173,9 +173,11 @@ async def _stop(
         await core.topics.unload_all()
         await core.topics.close_all()
 
-    await serving.bounded_shutdown(hand_over, budget_s * 0.6, log)
+    await serving.bounded_shutdown(hand_over, budget_s * 0.6, log, "unloading and closing topics")
     await server.stop(grace=min(2.0, budget_s * 0.1))
-    await serving.bounded_shutdown(registration.close, budget_s * 0.1, log)
-    await serving.bounded_shutdown(core.ledgers.close, budget_s * 0.05, log)
-    await serving.bounded_shutdown(core.metastore.close, budget_s * 0.05, log)
+    await serving.bounded_shutdown(registration.close, budget_s * 0.1, log, "closing the session")
+    await serving.bounded_shutdown(core.ledgers.close, budget_s * 0.05, log, "closing ledgers")
+    await serving.bounded_shutdown(
+        core.metastore.close, budget_s * 0.05, log, "closing the metastore client"
+    )
     log.info("broker stopped")

@@ -576,6 +576,8 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
         expiry.cancel()
         await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 2))
 
-    await serving.bounded_shutdown(steps, settings.shutdown_timeout_s * 0.8, log)
+    await serving.bounded_shutdown(
+        steps, settings.shutdown_timeout_s * 0.8, log, "stopping the gRPC server"
+    )
     node.stop()
     log.info("metastore stopped")

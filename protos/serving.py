@@ -311,7 +311,7 @@ async def bind(server: grpc.aio.Server, host: str, port: int) -> int:
 
 
 async def bounded_shutdown(
-    steps: Callable[[], Awaitable[None]], timeout_s: float, log: logging.Logger
+    steps: Callable[[], Awaitable[None]], timeout_s: float, log: logging.Logger, what: str
 ) -> None:
     """Run a server's stop ``steps`` for at most ``timeout_s``. What is left
     when time is up (calls to an unreachable metastore or bookie) is
@@ -321,7 +321,7 @@ async def bounded_shutdown(
         await asyncio.wait_for(steps(), timeout_s)
     except TimeoutError:
         log.warning(
-            "shutdown did not finish within shutdown_timeout_s=%g s; exiting anyway", timeout_s
+            "%s did not finish within its %g s of shutdown_timeout_s; given up", what, timeout_s
         )
 
 

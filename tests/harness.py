@@ -72,8 +72,15 @@ class StandaloneCluster:
             *self.extra_args,
         ]
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # A process group of its own, as under a container runtime: a test
+        # may kill the whole group.
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
 
         def ready() -> bool:
