@@ -25,6 +25,7 @@ from client import Client, InitialPosition
 from client.admin import Admin
 from metastore.client import MetastoreClient
 from tests.harness import ROOT, wait_for
+from tests.traffic import place_topic_on
 
 
 def _free(port: int) -> bool:
@@ -123,3 +124,82 @@ def test_local_cluster_runs_three_of_each_and_stops_on_ctrl_c(tmp_path: Path):
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def _start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, dict]:
+    data = tmp_path / "data-cluster"
+    log = open(tmp_path / "supervisor.log", "w")  # noqa: SIM115 (kept by the process)
+    proc = subprocess.Popen(
+        [*(sys.executable, "-m", "broker.cli", "local-cluster"), "--data-dir", str(data), *args],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    endpoints_file = data / "endpoints.json"
+    wait_for(lambda: endpoints_file.exists() or proc.poll() is not None, 120, "the cluster")
+    assert proc.poll() is None, (tmp_path / "supervisor.log").read_text()
+    return proc, json.loads(endpoints_file.read_text())
+
+
+def _states(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "data-cluster" / "endpoints.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_local_cluster_keeps_serving_through_the_death_of_a_bookie_and_of_the_owning_broker(
+    tmp_path: Path,
+):
+    """kill -9 of one bookie, then of the broker that owns the topic (the
+    first one the service URL lists): the supervisor restarts them, the
+    others serve throughout, and the producer and consumer made from the
+    printed URL carry on by themselves; nothing acknowledged is lost."""
+    config = tmp_path / "magnetar.toml"
+    config.write_text("[broker]\nsession_ttl_ms = 4000\n")
+    proc, endpoints = _start(
+        tmp_path, "--port-offset", str(_free_offset()), "--config", str(config)
+    )
+    url, topic = endpoints["service_url"], "persistent://public/default/lc-failover"
+    try:
+        place_topic_on(f"magnetar://{endpoints['brokers'][0]}", topic)
+        acked: list[bytes] = []
+        with Client(url, operation_timeout_seconds=60) as client:
+            consumer = client.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+            producer = client.create_producer(topic, send_timeout_millis=60000)
+
+            def send(tag: str) -> None:
+                for i in range(20):
+                    producer.send(f"{tag}{i}".encode())
+                    acked.append(f"{tag}{i}".encode())
+
+            send("a")
+            for victim in ("bookie-1", "broker-0"):
+                pid = _states(tmp_path)["pids"][victim]
+                os.kill(pid, signal.SIGKILL)
+                send(victim)  # resumes by itself once the others took over
+                wait_for(
+                    lambda v=victim, p=pid: (
+                        _states(tmp_path)["states"][v] == "running"  # type: ignore[misc]
+                        and _states(tmp_path)["pids"][v] != p
+                    ),
+                    60,
+                    f"the {victim} to be restarted",
+                )
+            got: set[bytes] = set()
+            while len(got) < len(acked):
+                msg = consumer.receive(timeout_millis=60000)
+                consumer.acknowledge(msg)
+                got.add(msg.data())
+        assert got == set(acked)
+        assert proc.poll() is None
+    finally:
+        _stop(proc, tmp_path)
+
+
+def _stop(proc: subprocess.Popen, tmp_path: Path) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the children die with it
+            proc.wait(10)
