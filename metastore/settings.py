@@ -25,7 +25,7 @@ class MetastoreSettings:
         "",
         "Every node of the cluster, this one included, as comma-separated "
         "``ID=HOST:CLIENT_PORT:RAFT_PORT`` (e.g. ``1=10.0.0.1:2379:2380``); empty = a "
-        "one-node cluster on host/port/raft_port.",
+        "one-node cluster on bind_address/port/raft_port (advertised as advertised_address).",
     )
     max_value_size_bytes: int = setting(1048576, "Largest value a put may store.")
     max_sessions: int = setting(10000, "Most sessions the store holds at once.")
