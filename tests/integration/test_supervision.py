@@ -53,6 +53,22 @@ def _endpoints(cluster: StandaloneCluster) -> dict:
     return json.loads((cluster.data_dir / "endpoints.json").read_text())  # type: ignore[no-any-return]
 
 
+LOOPBACK = {"0100007F": "127.0.0.1", "0000000000000000FFFF00000100007F": "127.0.0.1"}
+
+
+def _listening_on(port: int) -> set[str]:
+    """The local addresses sockets listen on at ``port`` (IPv4-mapped IPv6
+    ones, as gRPC binds, read as IPv4); anything but loopback by its hex."""
+    hosts = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            host, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # LISTEN
+                hosts.add(LOOPBACK.get(host, host))
+    return hosts
+
+
 @pytest.fixture
 def taken_port() -> Iterator[int]:
     """A port something else listens on for the test's length."""
@@ -218,8 +234,27 @@ def test_sigterm_of_a_process_whose_metastore_is_gone_exits_within_shutdown_time
 def test_the_raft_port_of_a_standalone_listens_on_loopback_only(fresh_cluster):
     cluster = fresh_cluster.start()
     raft = json.loads((cluster.data_dir / "run" / "metastore.ready.json").read_text())["raft"]
-    port = int(raft.rpartition(":")[2])
-    listening = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    local = {row.split()[1] for row in listening if row.split()[3] == "0A"}  # LISTEN
-    assert f"0100007F:{port:04X}" in local  # 127.0.0.1
-    assert f"00000000:{port:04X}" not in local  # not 0.0.0.0
+    assert _listening_on(int(raft.rpartition(":")[2])) == {"127.0.0.1"}
+
+
+def test_what_processes_advertise_is_advertised_address_not_the_bind_address(tmp_path, topic):
+    config = tmp_path / "magnetar.toml"
+    config.write_text(
+        "".join(
+            f'[{r}]\nadvertised_address = "localhost"\n' for r in ("metastore", "bookie", "broker")
+        )
+    )
+    cluster = StandaloneCluster(tmp_path / "data", ["--config", str(config)]).start()
+    try:
+        e = cluster.endpoints
+        assert [e["service_url"].partition("//")[2], e["bookie"], e["metastore"]] == [
+            f"localhost:{a.rpartition(':')[2]}" for a in (e["broker"], e["bookie"], e["metastore"])
+        ]
+        assert e["broker"].startswith("localhost:")
+        with Client(cluster.service_url) as c:  # lookups answer the advertised name
+            consumer = c.subscribe(topic, "s")
+            c.create_producer(topic).send(b"via localhost")
+            assert consumer.receive(timeout_millis=10000).data() == b"via localhost"
+        assert _listening_on(int(e["broker"].rpartition(":")[2])) == {"127.0.0.1"}
+    finally:
+        cluster.stop()
