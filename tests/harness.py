@@ -73,20 +73,17 @@ class StandaloneCluster:
         ]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # A process group of its own, as under a container runtime: a test
-        # may kill the whole group.
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        # may kill the whole group. What it prints goes to a file beside the
+        # data dir (a pipe nobody reads could fill up).
+        with open(self.supervisor_log, "a") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, stdout=out, stderr=out, text=True, start_new_session=True
+            )
 
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(
-                    f"standalone exited with {self.proc.returncode}: {self.proc.communicate()[1]}"
+                    f"standalone exited with {self.proc.returncode}: {self.stderr_so_far()}"
                     f"\n{self.logs()}"
                 )
             return endpoints.exists()
@@ -94,6 +91,17 @@ class StandaloneCluster:
         wait_for(ready, timeout_s, "the standalone cluster to start")
         self.endpoints = json.loads(endpoints.read_text())
         return self
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.data_dir.parent / f"{self.data_dir.name}.supervisor.log"
+
+    def stderr_so_far(self) -> str:
+        """What the supervisor printed (service URL, deaths and restarts)."""
+        try:
+            return self.supervisor_log.read_text()
+        except FileNotFoundError:
+            return ""
 
     def logs(self) -> str:
         out = []

@@ -32,7 +32,8 @@ def _drain(consumer, limit: int) -> list[bytes]:
 
 def test_clean_restart_keeps_messages_and_redelivers_only_unacked(fresh_cluster):
     cluster = fresh_cluster.start()
-    assert cluster.proc.stdout.readline().strip() == cluster.service_url
+    printed = wait_for(lambda: cluster.stderr_so_far().splitlines(), 5, "the printed URL")
+    assert printed[0] == cluster.service_url
     assert cluster.service_url.startswith("magnetar://127.0.0.1:")
     _produce(cluster.service_url, 100, 1000)
     expected = [f"s{i}".encode() for i in range(100)] + [f"b{i}".encode() for i in range(1000)]

@@ -173,20 +173,51 @@ def test_a_taken_port_stops_a_metastore_at_once_with_one_line(tmp_path, taken_po
     ]
 
 
-def test_a_dead_child_is_restarted_and_serves_what_was_acknowledged(fresh_cluster, topic):
+@pytest.mark.parametrize("role", ["metastore", "bookie", "broker"])
+def test_a_dead_child_is_restarted_and_serves_what_was_acknowledged(fresh_cluster, topic, role):
     cluster = fresh_cluster.start()
     acked = _produce(cluster.service_url, topic, 20, "r")
-    bookie = cluster.endpoints["pids"]["bookie"]
-    os.kill(bookie, signal.SIGKILL)
+    pid = cluster.endpoints["pids"][role]
+    os.kill(pid, signal.SIGKILL)
 
     def restarted() -> bool:
         e = _endpoints(cluster)
-        return e["pids"]["bookie"] != bookie and e["states"]["bookie"] == "running"
+        return bool(e["pids"][role] != pid and e["states"][role] == "running")
 
-    wait_for(restarted, 30, "the bookie to be restarted")
+    wait_for(restarted, 30, f"the {role} to be restarted")
     assert cluster.proc is not None and cluster.proc.poll() is None
+    assert len(cluster.child_pids_alive()) == 2  # the two others never stopped
     acked += _produce(cluster.service_url, topic, 5, "after")
     assert _consume_all(cluster.service_url, topic, "restart", 25) == acked
+    assert f"the {role} exited (code -9); restarting it in 1 s" in cluster.stderr_so_far()
+
+
+def test_a_child_left_running_by_a_dead_supervisor_is_reported_not_taken_over(tmp_path):
+    data = tmp_path / "data"
+    orphan = subprocess.Popen(
+        [
+            *(*MAGNETAR, "metastore", "--data-dir", str(data / "metastore")),
+            *("--port", "0", "--raft-port", "0", "--metrics-port", "-1"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: (data / "metastore" / "magnetar.lock").exists(), 10, "the orphan")
+        out = subprocess.run(
+            [*MAGNETAR, "standalone", "--data-dir", str(data), *FREE_PORTS],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        assert out.returncode == 1
+        assert f"in use by pid {orphan.pid} (metastore), left running by an earlier" in out.stderr
+        assert orphan.poll() is None
+    finally:
+        orphan.kill()
+        orphan.wait()
 
 
 def test_with_no_restart_a_dead_child_stays_down_and_the_rest_keeps_running(tmp_path):
