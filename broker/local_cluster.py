@@ -31,6 +31,8 @@ METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS = 7000, 8000, 8080
 
 
 class LocalCluster(Supervisor):
+    kind = "magnetar local-cluster"
+
     def __init__(
         self,
         data_dir: Path,

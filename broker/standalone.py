@@ -20,6 +20,8 @@ ROLES = ("metastore", "bookie", "broker")
 
 
 class Standalone(Supervisor):
+    kind = "magnetar standalone"
+
     def __init__(
         self,
         data_dir: Path,

@@ -64,6 +64,8 @@ class Supervisor:
     what to start (:meth:`start_children`) and which fixed ports that takes
     (:meth:`planned_ports`)."""
 
+    kind = "supervisor"  # names the holder of the data dir's lock
+
     def __init__(
         self,
         data_dir: Path,
@@ -102,7 +104,7 @@ class Supervisor:
 
     def start(self) -> dict:
         try:
-            self._lock = DataDirLock(self.data_dir, "supervisor")
+            self._lock = DataDirLock(self.data_dir, self.kind)
         except DataDirLocked as exc:
             raise StartupError(str(exc)) from None
         self._check_stale()

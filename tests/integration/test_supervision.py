@@ -106,7 +106,9 @@ def test_a_second_standalone_on_the_same_data_dir_is_refused_and_the_first_keeps
         timeout=5,
     )
     assert second.returncode == 1
-    assert f"is in use by pid {cluster.proc.pid}" in second.stderr, second.stderr
+    assert f"is in use by pid {cluster.proc.pid} (magnetar standalone)" in second.stderr, (
+        second.stderr
+    )
     assert cluster.proc.poll() is None and len(cluster.child_pids_alive()) == 3
     acked = _produce(cluster.service_url, topic, 5, "s")
     assert _consume_all(cluster.service_url, topic, "second", 5) == acked
