@@ -1,14 +1,19 @@
-"""Service URLs and the gRPC channel to the broker."""
+"""Service URLs, the gRPC channels to brokers, calls any listed broker can
+answer, and topic lookups."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 
+from client._service_brokers import ServiceBrokers, try_next
 from client.exceptions import ConnectError, InvalidUrl, MagnetarError, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
 from protos import broker_pb2, broker_pb2_grpc, channel, common_pb2
@@ -51,57 +56,110 @@ def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> N
         loop.call_soon_threadsafe(fn)
 
 
+# gRPC's own reconnection backoff on the SDK's channels (first and largest,
+# ms; gRPC's defaults are 1 s and 120 s): a channel to a broker that was down
+# notices it is back within this, so ``ensure_ready`` can fail fast while the
+# channel is in TRANSIENT_FAILURE.
+CHANNEL_RECONNECT_BACKOFF_MS = (100, 2000)
+
+
+def channel_options() -> list[tuple[str, int]]:
+    """The options of every channel the SDK opens to a broker."""
+    return [
+        *channel.grpc_options(channel.MAX_GRPC_MESSAGE_BYTES),
+        ("grpc.initial_reconnect_backoff_ms", CHANNEL_RECONNECT_BACKOFF_MS[0]),
+        ("grpc.max_reconnect_backoff_ms", CHANNEL_RECONNECT_BACKOFF_MS[1]),
+    ]
+
+
+_READY = grpc.ChannelConnectivity.READY
+# A channel in one of these states cannot carry a call now: connecting failed
+# (refused, reset: gRPC retries after its backoff) or the channel is closed.
+_CANNOT_CONNECT = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
+
+
 class Connection:
     """One channel to a broker; producers and consumers share it."""
 
     def __init__(self, address: str, connection_timeout_ms: int) -> None:
         self.address = address
         self.connection_timeout_s = connection_timeout_ms / 1000
-        self.channel = grpc.aio.insecure_channel(
-            address, options=channel.grpc_options(channel.MAX_GRPC_MESSAGE_BYTES)
-        )
+        self.channel = grpc.aio.insecure_channel(address, options=channel_options())
         self.stub = broker_pb2_grpc.BrokerStub(self.channel)
-        self._ready = False
 
     async def ensure_ready(self, timeout_s: float | None = None) -> None:
-        if self._ready:
+        """Return once the channel is connected; else ConnectError: at once
+        when connecting fails (refused or reset), after ``timeout_s``
+        (default ``connection_timeout_ms``) when the broker does not answer.
+        The channel's own state is the truth: a channel whose broker died
+        leaves READY, so it is never taken as connected afterwards."""
+        timeout_s = timeout_s or self.connection_timeout_s
+        state = self.channel.get_state(try_to_connect=True)
+        if state == _READY:
             return
-        try:
-            await asyncio.wait_for(
-                self.channel.channel_ready(), timeout_s or self.connection_timeout_s
-            )
-        except TimeoutError:
-            raise ConnectError(
-                f"cannot connect to the broker at {self.address} within "
-                f"{self.connection_timeout_s:g} s"
-            ) from None
-        self._ready = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while state != _READY:
+            if state in _CANNOT_CONNECT:
+                raise ConnectError(
+                    f"cannot connect to the broker at {self.address} (connecting failed)"
+                )
+            try:
+                await asyncio.wait_for(
+                    self.channel.wait_for_state_change(state), deadline - loop.time()
+                )
+            except TimeoutError:
+                raise ConnectError(
+                    f"cannot connect to the broker at {self.address} within {timeout_s:g} s"
+                ) from None
+            state = self.channel.get_state(try_to_connect=True)
 
     async def close(self) -> None:
         await self.channel.close()
 
 
+def rpc_failure(address: str, exc: grpc.RpcError) -> ConnectError:
+    """A gRPC failure as the SDK's typed error (the broker's own errors
+    arrive as answers, never as gRPC statuses)."""
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    return ConnectError(
+        f"broker {address}: {code.name if code else 'failed'} {details or ''}".strip()
+    )
+
+
+def pick_start(n: int) -> int:
+    """Which of the ``n`` listed brokers a client asks first: a random one,
+    so a dead first entry costs only the clients that drew it."""
+    return random.randrange(n)
+
+
 # A redirect chain longer than this is a loop between confused brokers.
 MAX_LOOKUP_REDIRECTS = 8
 LOOKUP_BACKOFF_S = (0.05, 1.0)  # first and largest wait between lookup retries
-LOOKUP_PROBE_S = 2.0  # how long a broker named by a lookup gets to answer
+LOOKUP_PROBE_S = 2.0  # how long a broker named by a lookup gets to connect
+# How long a listed broker gets to connect before the next one is tried (a
+# call that any broker can answer gives up after connection_timeout_ms).
+SERVICE_PROBE_S = 2.0
+
+T = TypeVar("T")
 
 
 @dataclass
 class _LookupWalk:
-    """Where one lookup stands: the broker to ask and how, the hops so far,
-    and how many service brokers in a row did not answer."""
+    """Where one lookup stands: the broker to ask and how, and the hops so far."""
 
     conn: Connection
     authoritative: bool = False
     hops: int = 0
-    unreachable: int = 0
 
 
 class Connections:
-    """One channel per broker, and topic lookups (DESIGN §5, Lookup): ask the
-    service URL's broker; follow redirects (carrying 'authoritative'); retry
-    with backoff while a bundle is changing hands."""
+    """One channel per broker; calls any broker can answer, over the
+    service URL's brokers in turn (``client/_service_brokers.py``); topic
+    lookups (DESIGN §5, Lookup): ask a service broker, follow redirects
+    (carrying 'authoritative'), retry with backoff while a bundle is
+    changing hands."""
 
     def __init__(
         self, service_addresses: list[str], connection_timeout_ms: int, timeout_s: float
@@ -109,9 +167,8 @@ class Connections:
         self.connection_timeout_ms = connection_timeout_ms
         self.timeout_s = timeout_s
         self._pool: dict[str, Connection] = {}
-        # A service URL may list several brokers: lookups go to the first that answers.
-        self._services = [self.get(a) for a in service_addresses]
-        self.service = self._services[0]
+        addresses = list(dict.fromkeys(service_addresses))
+        self.brokers = ServiceBrokers(addresses, pick_start(len(addresses)))
 
     def get(self, address: str) -> Connection:
         conn = self._pool.get(address)
@@ -119,57 +176,110 @@ class Connections:
             conn = self._pool[address] = Connection(address, self.connection_timeout_ms)
         return conn
 
+    @staticmethod
+    def _now_ms() -> float:
+        return time.monotonic() * 1000
+
+    async def call_service(self, call: Callable[[Connection], Awaitable[T]], what: str) -> T:
+        """``call`` on a broker of the service URL, in rounds of
+        ``ServiceBrokers.pick``: one that cannot be connected to or answers
+        UNAVAILABLE is marked down and the next is asked; after a round
+        without an answer, the next starts when the soonest broker is back.
+        After ``connection_timeout_ms`` without an answer: ConnectError
+        naming each broker tried and why."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connection_timeout_ms / 1000
+        tried: list[str] = []
+        failures: dict[str, str] = {}  # the last reason of each broker tried
+        while True:
+            address = self.brokers.pick(self._now_ms(), tried)
+            if address is None:  # a round without an answer
+                wait_s = self.brokers.wait_ms(self._now_ms()) / 1000
+                if loop.time() + wait_s >= deadline:
+                    raise ConnectError(
+                        f"{what}: no broker of the service URL answers: "
+                        + "; ".join(failures.values())
+                    )
+                await asyncio.sleep(wait_s)  # the soonest broker's backoff
+                tried.clear()
+                continue
+            tried.append(address)
+            conn = self.get(address)
+            try:
+                await conn.ensure_ready(max(0.001, min(SERVICE_PROBE_S, deadline - loop.time())))
+                result = await call(conn)
+            except ConnectError as exc:
+                failures[address] = str(exc)
+            except grpc.aio.AioRpcError as exc:
+                if not try_next(exc.code()):
+                    raise rpc_failure(address, exc) from None
+                failures[address] = f"broker {address}: {exc.code().name}"
+            else:
+                self.brokers.mark_up(address)
+                return result
+            self.brokers.mark_down(address, self._now_ms())
+
     async def lookup(self, topic: str) -> Connection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         delay = LOOKUP_BACKOFF_S[0]
-        walk = _LookupWalk(self.service)
         while True:
-            resp = await self._ask(walk, topic)
-            if resp is None:
-                continue  # the next broker of the service URL
-            if resp.error.code == common_pb2.SERVICE_NOT_READY:
-                if loop.time() + delay > deadline:
-                    raise from_wire(resp.error)
-                await asyncio.sleep(delay)  # a retry timer while the bundle moves
-                delay = min(delay * 2, LOOKUP_BACKOFF_S[1])
-                walk.conn, walk.authoritative = self.service, False
-                continue
-            walk.unreachable = 0
-            if resp.error.code:
-                raise from_wire(resp.error)
+            answer = await self._lookup_once(topic)
+            if isinstance(answer, Connection):
+                return answer
+            if answer.error.code != common_pb2.SERVICE_NOT_READY or loop.time() + delay > deadline:
+                raise from_wire(answer.error)
+            await asyncio.sleep(delay)  # a retry timer while the bundle moves
+            delay = min(delay * 2, LOOKUP_BACKOFF_S[1])
+
+    async def _lookup_once(self, topic: str) -> Connection | broker_pb2.LookupResponse:
+        """One walk: a service broker's answer, then the brokers it names
+        (at most MAX_LOOKUP_REDIRECTS hops). The owner, or the answer that
+        ended the walk."""
+
+        async def ask(conn: Connection) -> tuple[Connection, broker_pb2.LookupResponse]:
+            return conn, await self._lookup_rpc(conn, topic, False)
+
+        conn, resp = await self.call_service(ask, f"lookup of {topic}")
+        walk = _LookupWalk(conn)
+        while not resp.error.code:
             owner = self._follow(walk, topic, resp)
             if owner is not None:
                 return owner
+            resp = await self._ask_named(walk, topic)
+        return resp
 
-    async def _ask(self, walk: _LookupWalk, topic: str) -> broker_pb2.LookupResponse | None:
-        """The answer of the broker the walk is at. A broker named by a lookup
-        that does not answer may be dead with its registration not yet
-        expired: that answers SERVICE_NOT_READY (look up again). A service
-        broker that does not answer moves the walk to the next one (None)."""
+    async def _lookup_rpc(
+        self, conn: Connection, topic: str, authoritative: bool
+    ) -> broker_pb2.LookupResponse:
+        return await conn.stub.Lookup(  # type: ignore[no-any-return]
+            broker_pb2.LookupRequest(topic=topic, authoritative=authoritative),
+            timeout=self.timeout_s,
+        )
+
+    async def _ask_named(self, walk: _LookupWalk, topic: str) -> broker_pb2.LookupResponse:
+        """The answer of a broker a lookup named. One that does not answer may
+        be dead with its registration not yet expired: that answers
+        SERVICE_NOT_READY (look up again after a backoff), and a listed one
+        is marked down, so the next walk starts elsewhere."""
         conn = walk.conn
         try:
-            await conn.ensure_ready(
-                None if conn is self.service else min(LOOKUP_PROBE_S, self.timeout_s)
+            await conn.ensure_ready(min(LOOKUP_PROBE_S, self.timeout_s))
+            return await self._lookup_rpc(conn, topic, walk.authoritative)
+        except ConnectError as exc:
+            why = str(exc)
+        except grpc.aio.AioRpcError as exc:
+            if not try_next(exc.code()):
+                raise rpc_failure(conn.address, exc) from None
+            why = exc.code().name
+        if conn.address in self.brokers.addresses:
+            self.brokers.mark_down(conn.address, self._now_ms())
+        return broker_pb2.LookupResponse(
+            error=common_pb2.Error(
+                code=common_pb2.SERVICE_NOT_READY,
+                message=f"broker {conn.address} for {topic} does not answer: {why}",
             )
-            return await conn.stub.Lookup(  # type: ignore[no-any-return]
-                broker_pb2.LookupRequest(topic=topic, authoritative=walk.authoritative),
-                timeout=self.timeout_s,
-            )
-        except ConnectError:
-            if conn is not self.service:
-                return broker_pb2.LookupResponse(
-                    error=common_pb2.Error(
-                        code=common_pb2.SERVICE_NOT_READY,
-                        message=f"broker {conn.address} for {topic} does not answer",
-                    )
-                )
-            walk.unreachable += 1
-            if walk.unreachable >= len(self._services):
-                raise
-            i = self._services.index(conn)
-            self.service = walk.conn = self._services[(i + 1) % len(self._services)]
-            return None
+        )
 
     def _follow(
         self, walk: _LookupWalk, topic: str, resp: broker_pb2.LookupResponse

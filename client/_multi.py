@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client._connection import Connection, Resolver, call_in_loop
+from client._connection import Connection, Connections, Resolver, call_in_loop
 from client._consumer import ConsumerEngine, has_available
 from client._consumer_options import ConsumerOptions
 from client._producer import ProducerEngine
@@ -57,19 +57,24 @@ from protos.topic_name import TopicName
 log = logging.getLogger(__name__)
 
 
-async def partitions_of(connection: Connection, topic: str, timeout_s: float) -> int:
-    await connection.ensure_ready()
-    resp = await connection.stub.GetPartitionedTopicMetadata(
-        broker_pb2.PartitionedTopicMetadataRequest(topic=topic), timeout=timeout_s
-    )
+async def partitions_of(service: Connections, topic: str, timeout_s: float) -> int:
+    """How many partitions ``topic`` has (0: not partitioned), from any listed broker."""
+    request = broker_pb2.PartitionedTopicMetadataRequest(topic=topic)
+
+    async def ask(conn: Connection) -> broker_pb2.PartitionedTopicMetadata:
+        return await conn.stub.GetPartitionedTopicMetadata(  # type: ignore[no-any-return]
+            request, timeout=timeout_s
+        )
+
+    resp = await service.call_service(ask, f"partition metadata of {topic}")
     if resp.error.code:
         raise from_wire(resp.error)
     return int(resp.partitions)
 
 
-async def expand_partitions(connection: Connection, topic: str, timeout_s: float) -> list[str]:
+async def expand_partitions(service: Connections, topic: str, timeout_s: float) -> list[str]:
     """The partitions of a partitioned topic, else the topic itself."""
-    n = await partitions_of(connection, topic, timeout_s)
+    n = await partitions_of(service, topic, timeout_s)
     name = TopicName.parse(topic)
     return [name.partition(i).full_name for i in range(n)] if n else [name.full_name]
 
@@ -257,7 +262,7 @@ def pattern_namespace(pattern: re.Pattern) -> tuple[str, str]:
 class MultiConsumerEngine:
     def __init__(
         self,
-        connection: Connection,
+        service: Connections,
         label: str,
         subscription: str,
         options: ConsumerOptions,
@@ -266,8 +271,8 @@ class MultiConsumerEngine:
         resolver: Resolver | None = None,
     ) -> None:
         options.validate()
-        self.connection = connection
-        self.resolver = resolver
+        self.service = service
+        self.resolver: Resolver = resolver or service.lookup
         self.topic = label
         self.subscription = subscription
         self.opts = options
@@ -292,15 +297,14 @@ class MultiConsumerEngine:
         """Subscribe to each topic not yet followed (partitioned ones by their partitions)."""
         new: list[str] = []
         for t in topics:
-            for full in await expand_partitions(self.connection, t, self.timeout_s):
+            for full in await expand_partitions(self.service, t, self.timeout_s):
                 if full not in self.children and full not in new:
                     new.append(full)
         started: list[ConsumerEngine] = []
         try:
             for full in new:
-                conn = await self.resolver(full) if self.resolver else self.connection
                 child = ConsumerEngine(
-                    conn,
+                    await self.resolver(full),
                     full,
                     self.subscription,
                     dataclasses.replace(self.opts, consumer_name=self.name),
@@ -308,8 +312,7 @@ class MultiConsumerEngine:
                     partition=TopicName.parse(full).partition_index,
                 )
                 child.on_arrival = self._wake
-                if self.resolver is not None:
-                    child.resolver = self.resolver
+                child.resolver = self.resolver
                 await asyncio.wait_for(child.start(), self.timeout_s)
                 started.append(child)
         except BaseException:
@@ -328,11 +331,15 @@ class MultiConsumerEngine:
             RegexSubscriptionMode.NonPersistentOnly: broker_pb2.NON_PERSISTENT_ONLY,
         }.get(self.opts.regex_subscription_mode, broker_pb2.ALL_DOMAINS)
 
-        async def matching() -> list[str]:
-            resp = await self.connection.stub.GetTopicsOfNamespace(
-                broker_pb2.TopicsOfNamespaceRequest(namespace=namespace, mode=mode),
-                timeout=self.timeout_s,
+        request = broker_pb2.TopicsOfNamespaceRequest(namespace=namespace, mode=mode)
+
+        async def ask(conn: Connection) -> broker_pb2.TopicsOfNamespace:
+            return await conn.stub.GetTopicsOfNamespace(  # type: ignore[no-any-return]
+                request, timeout=self.timeout_s
             )
+
+        async def matching() -> list[str]:
+            resp = await self.service.call_service(ask, f"topics of {namespace}")
             if resp.error.code:
                 raise from_wire(resp.error)
             bases = {TopicName.parse(t).partitioned_topic_name.full_name for t in resp.topics}

@@ -6,19 +6,78 @@
 
 Calls are blocking gRPC calls to a broker's ``BrokerAdmin`` service; errors
 raise the SDK's Pulsar-named exceptions.
+
+Every call can be answered by any broker (one that does not own what the call
+is about forwards it), so it goes to the service URL's brokers in turn, as
+the SDK's calls do (``client/_service_brokers.py``): starting at a random
+one, past one that cannot be connected to within ``SERVICE_PROBE_S`` (the
+last one left gets ``timeout_seconds``), marked down for a backoff, and
+past one that answers ``UNAVAILABLE``. One round: when none answers,
+``ConnectError`` names each broker tried (there is no connection timeout
+to wait out, unlike the SDK's ``connection_timeout_ms``). A call that changes something and is not
+idempotent (create a partitioned topic or a subscription, unload, split)
+moves on only when nothing was sent (its channel could not connect). Once
+the request may have been sent, ``UNAVAILABLE`` is ambiguous (the broker
+may have applied it before it died), and asking another broker could
+answer "already exists" or act twice, so the call raises ``ConnectError``
+saying so, with the broker marked down: the caller checks, and its next
+call goes elsewhere. A channel is checked for a connection when first used
+and after a call on it failed, so a long-lived ``Admin`` whose broker died
+since its last call meets this case too.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import time
 from typing import Any
 
 import grpc
 
-from client._connection import parse_service_url
+from client._connection import (
+    LOOKUP_PROBE_S,
+    MAX_LOOKUP_REDIRECTS,
+    SERVICE_PROBE_S,
+    channel_options,
+    parse_service_url,
+    pick_start,
+    rpc_failure,
+)
+from client._service_brokers import ServiceBrokers, try_next
 from client.exceptions import ConnectError, InvalidConfiguration, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
-from protos import broker_pb2, broker_pb2_grpc, channel
+from protos import broker_pb2, broker_pb2_grpc
+
+# A channel in one of these states cannot carry a call now (see Connection.ensure_ready).
+_CANNOT_CONNECT = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
+
+
+def wait_connected(ch: grpc.Channel, address: str, timeout_s: float) -> None:
+    """Return once ``ch`` is connected; else ConnectError: at once when
+    connecting fails (refused or reset), after ``timeout_s`` when the broker
+    does not answer. Called once per channel until it connects (and again
+    after a call on it failed), not before every call: gRPC's connectivity
+    watch thread can outlive the subscription for up to 0.2 s, and a second
+    subscription in that window makes it fail on a channel closed then."""
+    states: queue.SimpleQueue[grpc.ChannelConnectivity] = queue.SimpleQueue()
+    on_change = states.put
+    ch.subscribe(on_change, try_to_connect=True)  # calls on_change with the state now
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                state = states.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise ConnectError(
+                    f"cannot connect to the broker at {address} within {timeout_s:g} s"
+                ) from None
+            if state == grpc.ChannelConnectivity.READY:
+                return
+            if state in _CANNOT_CONNECT:
+                raise ConnectError(f"cannot connect to the broker at {address} (connecting failed)")
+    finally:
+        ch.unsubscribe(on_change)
 
 
 class _Topics:
@@ -38,25 +97,27 @@ class _Topics:
         return self._admin._json(
             "CreatePartitionedTopic",
             broker_pb2.CreatePartitionedTopicRequest(topic=topic, partitions=partitions),
+            idempotent=False,
         )
 
     def lookup(self, topic: str) -> dict[str, Any]:
         """``{"brokerUrl": "magnetar://host:port"}``: the broker serving ``topic``."""
-        address, authoritative = self._admin._address, False
-        for _ in range(8):  # bounded redirects
-            with grpc.insecure_channel(address) as ch:
-                try:
-                    resp = broker_pb2_grpc.BrokerStub(ch).Lookup(
-                        broker_pb2.LookupRequest(topic=topic, authoritative=authoritative),
-                        timeout=self._admin._timeout_s,
-                    )
-                except grpc.RpcError as exc:
-                    raise ConnectError(f"broker {address}: {exc.code().name}") from None
+        resp, address = self._admin._call_with_address(
+            broker_pb2_grpc.BrokerStub, "Lookup", broker_pb2.LookupRequest(topic=topic)
+        )
+        for _ in range(MAX_LOOKUP_REDIRECTS):
             if resp.error.code != 0:
                 raise from_wire(resp.error)
             if not resp.redirect:
                 return {"brokerUrl": f"magnetar://{resp.broker_url}"}
-            address, authoritative = resp.broker_url, resp.authoritative
+            address = resp.broker_url
+            resp = self._admin._call_at(
+                address,
+                broker_pb2_grpc.BrokerStub,
+                "Lookup",
+                broker_pb2.LookupRequest(topic=topic, authoritative=resp.authoritative),
+                LOOKUP_PROBE_S,
+            )
         raise MagnetarLookupError(f"lookup of {topic} was redirected too often")
 
     def create_subscription(
@@ -69,20 +130,31 @@ class _Topics:
             broker_pb2.CreateSubscriptionRequest(
                 topic=topic, subscription=subscription, earliest=earliest
             ),
+            idempotent=False,
         )
 
     def get_partitioned_topic_metadata(self, topic: str) -> dict[str, Any]:
         """``{"partitions": n}``; 0 for a topic that is not partitioned."""
-        try:
-            resp = self._admin._broker.GetPartitionedTopicMetadata(
-                broker_pb2.PartitionedTopicMetadataRequest(topic=topic),
-                timeout=self._admin._timeout_s,
-            )
-        except grpc.RpcError as exc:
-            raise ConnectError(f"broker {self._admin._address}: {exc.code().name}") from None
+        resp = self._admin._call(
+            broker_pb2_grpc.BrokerStub,
+            "GetPartitionedTopicMetadata",
+            broker_pb2.PartitionedTopicMetadataRequest(topic=topic),
+        )
         if resp.error.code != 0:
             raise from_wire(resp.error)
         return {"partitions": resp.partitions}
+
+    def get_list(self, namespace: str) -> list[str]:
+        """The topics of ``namespace`` (tenant/namespace), persistent and
+        non-persistent, partitioned ones as their partitions; sorted."""
+        resp = self._admin._call(
+            broker_pb2_grpc.BrokerStub,
+            "GetTopicsOfNamespace",
+            broker_pb2.TopicsOfNamespaceRequest(namespace=namespace, mode=broker_pb2.ALL_DOMAINS),
+        )
+        if resp.error.code != 0:
+            raise from_wire(resp.error)
+        return sorted(resp.topics)
 
     def key_shared_lookup(
         self, topic: str, subscription: str, key: str | None = None, hash: int | None = None
@@ -122,7 +194,9 @@ class _Namespaces:
     def unload(self, namespace: str, bundle: str | None = None) -> dict[str, Any]:
         """Release ``bundle`` (or every bundle) of ``namespace`` from its owner."""
         return self._admin._json(
-            "Unload", broker_pb2.UnloadRequest(namespace=namespace, bundle=bundle or "")
+            "Unload",
+            broker_pb2.UnloadRequest(namespace=namespace, bundle=bundle or ""),
+            idempotent=False,
         )
 
     def split_bundle(self, namespace: str, bundle: str, unload: bool = False) -> dict[str, Any]:
@@ -132,6 +206,7 @@ class _Namespaces:
         return self._admin._json(
             "SplitBundle",
             broker_pb2.SplitBundleRequest(namespace=namespace, bundle=bundle, unload=unload),
+            idempotent=False,
         )
 
     def bundles(self, namespace: str) -> dict[str, Any]:
@@ -154,28 +229,85 @@ class Admin:
     ) -> None:
         if authentication is not None:
             raise InvalidConfiguration("authentication is not available yet")
-        self._address = parse_service_url(service_url)[0]
+        addresses = list(dict.fromkeys(parse_service_url(service_url)))
+        self._brokers = ServiceBrokers(addresses, pick_start(len(addresses)))
         self._timeout_s = timeout_seconds
-        self._channel = grpc.insecure_channel(self._address, options=channel.grpc_options())
-        self._stub = broker_pb2_grpc.BrokerAdminStub(self._channel)
-        self._broker = broker_pb2_grpc.BrokerStub(self._channel)
+        self._channels: dict[str, grpc.Channel] = {}  # opened when first asked
+        self._connected: set[str] = set()  # channels that connected and have not failed since
         self.topics = _Topics(self)
         self.namespaces = _Namespaces(self)
         self.brokers = _Brokers(self)
 
-    def _json(self, method: str, request: Any) -> dict[str, Any]:
-        try:
-            resp = getattr(self._stub, method)(request, timeout=self._timeout_s)
-        except grpc.RpcError as exc:
-            raise ConnectError(
-                f"broker {self._address}: {exc.code().name} {exc.details()}"
-            ) from None
+    def _channel(self, address: str) -> grpc.Channel:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = self._channels[address] = grpc.insecure_channel(address, options=channel_options())
+        return ch
+
+    def _connect(self, address: str, probe_s: float) -> grpc.Channel:
+        """The channel to ``address``, connected (else ConnectError: nothing was sent)."""
+        ch = self._channel(address)
+        if address not in self._connected:
+            wait_connected(ch, address, min(probe_s, self._timeout_s))
+            self._connected.add(address)
+        return ch
+
+    def _json(self, method: str, request: Any, idempotent: bool = True) -> dict[str, Any]:
+        resp = self._call(broker_pb2_grpc.BrokerAdminStub, method, request, idempotent)
         if resp.error.code != 0:
             raise from_wire(resp.error)
         return json.loads(resp.json)  # type: ignore[no-any-return]
 
+    def _call(self, stub: type, method: str, request: Any, idempotent: bool = True) -> Any:
+        return self._call_with_address(stub, method, request, idempotent)[0]
+
+    def _call_with_address(
+        self, stub: type, method: str, request: Any, idempotent: bool = True
+    ) -> tuple[Any, str]:
+        """``method`` on the service URL's brokers in turn (see the module
+        docstring): its answer and the broker that gave it."""
+        tried: list[str] = []
+        failures: list[str] = []
+        while (address := self._brokers.pick(time.monotonic() * 1000, tried)) is not None:
+            tried.append(address)
+            last = len(tried) == len(self._brokers.addresses)
+            try:
+                ch = self._connect(address, self._timeout_s if last else SERVICE_PROBE_S)
+                resp = getattr(stub(ch), method)(request, timeout=self._timeout_s)
+            except ConnectError as exc:
+                failures.append(str(exc))  # never sent: any call may go on
+            except grpc.RpcError as exc:
+                self._connected.discard(address)
+                if not try_next(exc.code()):
+                    raise rpc_failure(address, exc) from None
+                if not idempotent:
+                    self._brokers.mark_down(address, time.monotonic() * 1000)
+                    raise ConnectError(
+                        f"broker {address} became unavailable during {method}; it may or may "
+                        "not have been applied: check before trying again"
+                    ) from None
+                failures.append(f"broker {address}: {exc.code().name}")
+            else:
+                self._brokers.mark_up(address)
+                return resp, address
+            self._brokers.mark_down(address, time.monotonic() * 1000)
+        raise ConnectError(f"{method}: no broker of the service URL answers: {'; '.join(failures)}")
+
+    def _call_at(self, address: str, stub: type, method: str, request: Any, probe_s: float) -> Any:
+        """``method`` on the broker at ``address`` (named by a lookup)."""
+        try:
+            return getattr(stub(self._connect(address, probe_s)), method)(
+                request, timeout=self._timeout_s
+            )
+        except grpc.RpcError as exc:
+            self._connected.discard(address)
+            raise rpc_failure(address, exc) from None
+
     def close(self) -> None:
-        self._channel.close()
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+        self._connected.clear()
 
     def __enter__(self) -> Admin:
         return self

@@ -6,8 +6,10 @@ Pulsar's ``pulsar-admin`` (the server package has no admin commands).
 Groups, verbs and flags mirror ``pulsar-admin``'s. Every verb is one call of
 :class:`client.admin.Admin` and prints its answer as JSON (sorted keys); an
 error the broker answers prints ``Error: <PulsarName>: <message>`` on stderr
-and exits 1. The broker comes from ``--service-url``, else
-``MAGNETAR_SERVICE_URL``, else ``magnetar://localhost:6650``.
+and exits 1. The brokers come from ``--service-url`` (or pulsar-admin's
+``--admin-url``), else ``MAGNETAR_SERVICE_URL``, else
+``magnetar://localhost:6650``; a URL listing several brokers is used whole:
+a call moves on to the next broker when one does not answer.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ def _admin_call(service_url: str, fn: Callable[[Admin], object]) -> None:
 @click.group()
 @click.option(
     "--service-url",
+    "--admin-url",
+    "service_url",
     envvar="MAGNETAR_SERVICE_URL",
     default=DEFAULT_SERVICE_URL,
     show_default=True,
-    help="Broker to ask (also MAGNETAR_SERVICE_URL).",
+    help="Brokers to ask, magnetar://h:p[,h2:p2...] (also MAGNETAR_SERVICE_URL).",
 )
 @click.pass_context
 def main(ctx: click.Context, service_url: str) -> None:
@@ -117,6 +121,14 @@ def namespaces_set_deduplication(service_url: str, namespace: str, enable: bool)
 
 
 # ---------------------------------------------------------------- topics
+
+
+@topics.command("list")
+@click.argument("namespace")
+@click.pass_obj
+def topics_list(service_url: str, namespace: str) -> None:
+    """Topics of NAMESPACE (tenant/namespace), partitions listed one by one."""
+    _admin_call(service_url, lambda a: a.topics.get_list(namespace))
 
 
 @topics.command("stats")

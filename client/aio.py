@@ -352,11 +352,6 @@ class Client:
         self._consumers: list[AnyConsumerEngine] = []
         self._closed = False
 
-    def _conn(self) -> Connection:
-        if self._closed:
-            raise AlreadyClosed("the client is closed")
-        return self._pool().service
-
     def _pool(self) -> Connections:
         if self._closed:
             raise AlreadyClosed("the client is closed")
@@ -376,9 +371,8 @@ class Client:
         opts = ProducerOptions(**options)
         if opts.chunking_enabled and not TopicName.parse(name).is_persistent:
             raise InvalidConfiguration("chunking_enabled is for persistent topics only")
-        conn = self._conn()
         loop = asyncio.get_running_loop()
-        n = await partitions_of(conn, name, self._operation_timeout_s)
+        n = await partitions_of(self._pool(), name, self._operation_timeout_s)
         engine: AnyProducerEngine = (
             PartitionedProducerEngine(self._owner, name, n, opts, loop)
             if n
@@ -395,7 +389,7 @@ class Client:
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of a partitioned topic, else ``[topic]`` (full names)."""
-        return await expand_partitions(self._conn(), check_topic(topic), self._operation_timeout_s)
+        return await expand_partitions(self._pool(), check_topic(topic), self._operation_timeout_s)
 
     async def subscribe(
         self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any
@@ -421,12 +415,12 @@ class Client:
     async def _subscribe(
         self, topic: str | list[str] | re.Pattern, subscription_name: str, opts: ConsumerOptions
     ) -> Consumer:
-        conn = self._conn()
+        service = self._pool()
         loop = asyncio.get_running_loop()
         timeout = self._operation_timeout_s
         if isinstance(topic, str):
             name = check_topic(topic)
-            if await partitions_of(conn, name, timeout) == 0:
+            if await partitions_of(service, name, timeout) == 0:
                 engine = ConsumerEngine(
                     await self._owner(name), name, subscription_name, opts, loop
                 )
@@ -435,7 +429,7 @@ class Client:
                 self._consumers.append(engine)
                 return Consumer(engine)
             multi = MultiConsumerEngine(
-                conn, name, subscription_name, opts, loop, timeout, self._owner
+                service, name, subscription_name, opts, loop, timeout, self._owner
             )
             await self._start_multi(multi, [name])
         elif isinstance(topic, list | tuple):
@@ -443,13 +437,13 @@ class Client:
                 raise InvalidConfiguration("subscribe got an empty list of topics")
             names = [check_topic(t) for t in topic]
             multi = MultiConsumerEngine(
-                conn, ",".join(names), subscription_name, opts, loop, timeout, self._owner
+                service, ",".join(names), subscription_name, opts, loop, timeout, self._owner
             )
             await self._start_multi(multi, names)
         elif isinstance(topic, re.Pattern):
             domain, namespace = pattern_namespace(topic)
             multi = MultiConsumerEngine(
-                conn, topic.pattern, subscription_name, opts, loop, timeout, self._owner
+                service, topic.pattern, subscription_name, opts, loop, timeout, self._owner
             )
             multi.start_discovery(domain, namespace, topic)
             try:
@@ -488,10 +482,15 @@ class Client:
             retry_letter_topic=retry_topic,
             initial_subscription_name=policy.initial_subscription_name() if policy else None,
         )
-        conn = self._conn()
         loop = asyncio.get_running_loop()
         multi = MultiConsumerEngine(
-            conn, name, subscription_name, opts, loop, self._operation_timeout_s, self._owner
+            self._pool(),
+            name,
+            subscription_name,
+            opts,
+            loop,
+            self._operation_timeout_s,
+            self._owner,
         )
         await self._start_multi(multi, [name, retry_topic])
         consumer = Consumer(multi)
@@ -544,16 +543,18 @@ class Client:
             start_message_id_inclusive=bool(start_message_id_inclusive),
         )
         subscription = f"reader-{uuid.uuid4().hex[:10]}"
-        conn = self._conn()
+        service = self._pool()
         loop = asyncio.get_running_loop()
         timeout = self._operation_timeout_s
-        if await partitions_of(conn, name, timeout):
+        if await partitions_of(service, name, timeout):
             if start_message_id not in (MessageId.earliest, MessageId.latest):
                 raise InvalidConfiguration(
                     f"{name} is partitioned: a reader of all its partitions starts at "
                     "MessageId.earliest or MessageId.latest (read one partition for a given id)"
                 )
-            multi = MultiConsumerEngine(conn, name, subscription, opts, loop, timeout, self._owner)
+            multi = MultiConsumerEngine(
+                service, name, subscription, opts, loop, timeout, self._owner
+            )
             await self._start_multi(multi, [name])
             return Reader(multi, timeout)
         engine = ConsumerEngine(await self._owner(name), name, subscription, opts, loop)

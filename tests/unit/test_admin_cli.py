@@ -25,6 +25,7 @@ ADMIN_VERBS = {
         "create-subscription",
         "get-partitioned-topic-metadata",
         "key-shared-lookup",
+        "list",
         "lookup",
         "stats",
     },
