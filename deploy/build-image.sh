@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Magnetar's container images from this checkout:
-#   $MAGNETAR_IMAGE             (default local/magnetar:ci)            deploy/Dockerfile
-#   $MAGNETAR_PROMETHEUS_IMAGE  (default local/magnetar-prometheus:ci) deploy/prometheus/Dockerfile
+#   $MAGNETAR_IMAGE             (default local/magnetar:latest)           deploy/Dockerfile
+#   $MAGNETAR_PROMETHEUS_IMAGE  (default local/magnetar-prometheus:latest) deploy/prometheus/Dockerfile
 #
 #   deploy/build-image.sh                 from python:3.11-slim and debian:bookworm-slim
 #   deploy/build-image.sh --local-base    from local/debian-py:bookworm, made here with
@@ -15,8 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${MAGNETAR_IMAGE:-local/magnetar:ci}
-PROM_IMAGE=${MAGNETAR_PROMETHEUS_IMAGE:-local/magnetar-prometheus:ci}
+IMAGE=${MAGNETAR_IMAGE:-local/magnetar:latest}
+PROM_IMAGE=${MAGNETAR_PROMETHEUS_IMAGE:-local/magnetar-prometheus:latest}
 LOCAL_BASE=local/debian-py:bookworm
 PY=${PYTHON:-.venv/bin/python}
 
