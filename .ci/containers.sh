@@ -1,7 +1,7 @@
 # Sourced by .ci/run: the container stage's engine. `containers_up` installs
 # docker.io, docker-compose and debootstrap, starts dockerd unless one
 # answers already, and builds the images (deploy/build-image.sh
-# --local-base: no registry is reachable); the tests under tests/docker then
+# --local-base: no registry is reachable); the tests under tests/integration/docker then
 # run within `make test`. `containers_down` stops the engine it started and
 # puts the host's iptables, ip_forward and docker0 back as they were
 # (dockerd leaves a FORWARD DROP policy behind that silently drops traffic

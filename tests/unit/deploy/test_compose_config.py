@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "deploy" / "compose"
 FILES = ["docker-compose.yml", "standalone.yml"]
 METRICS_PORT = {"metastore": 7000, "bookie": 8000, "broker": 8080}

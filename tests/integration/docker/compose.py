@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 
 from protos.serving import free_port
-from tests.docker.engine import IMAGE, PROMETHEUS_IMAGE, ROOT, health, run
 from tests.harness import wait_for
+from tests.integration.docker.engine import IMAGE, PROMETHEUS_IMAGE, ROOT, health, run
 
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "docker-compose.yml"
 SERVICES = [

@@ -13,8 +13,8 @@ from testcontainers.core.container import DockerContainer
 
 from client import Client, InitialPosition
 from protos.serving import free_port
-from tests.docker.engine import health, inspect, run
 from tests.harness import wait_for
+from tests.integration.docker.engine import health, inspect, run
 
 
 def test_image_runs_unprivileged_with_both_commands(docker_images: str) -> None:

@@ -1,5 +1,5 @@
 """A Magnetar client on the host for the container tests, run as its own
-process: ``python -m tests.docker.host_client MODE --url URL --topic T --out FILE``.
+process: ``python -m tests.integration.docker.host_client MODE --url URL --topic T --out FILE``.
 
 Brokers in containers advertise their container names (``broker1:6650``);
 the tests start this process in a mount namespace of its own whose
@@ -14,6 +14,8 @@ Modes (each bounded; events are JSON lines appended to ``--out``):
   "ledger": id}``, ``{"recv": i}``, ``{"error": text}``, ``{"done": true}``.
 * ``produce``: create subscription ``--sub``, send ``--count`` messages,
   ``{"ack": i}`` each, ``{"done": true}``.
+* ``lookup``: ``{"owner": brokerUrl}`` of the topic (an admin lookup, which
+  asks the owner itself, so it too needs the names).
 * ``consume``: receive ``--count`` messages on ``--sub``, ``{"recv": i}`` each,
   ``{"done": true}`` (stops after ``--drain-s`` without a message).
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from client import Client, InitialPosition, Timeout
+from client.admin import Admin
 
 MAX_MESSAGES = 100_000
 
@@ -118,9 +121,14 @@ def consume(args: argparse.Namespace, client: Client, events: Events) -> None:
     _receive(consumer, events, None, args.drain_s, Received())
 
 
+def lookup(args: argparse.Namespace, client: Client, events: Events) -> None:
+    with Admin(args.url) as admin:
+        events.write(owner=admin.topics.lookup(args.topic)["brokerUrl"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["traffic", "produce", "consume"])
+    parser.add_argument("mode", choices=["traffic", "produce", "consume", "lookup"])
     parser.add_argument("--url", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--out", required=True)
@@ -132,7 +140,7 @@ def main() -> None:
     events = Events(Path(args.out))
     client = Client(args.url, operation_timeout_seconds=60)
     try:
-        {"traffic": traffic, "produce": produce, "consume": consume}[args.mode](
+        {"traffic": traffic, "produce": produce, "consume": consume, "lookup": lookup}[args.mode](
             args, client, events
         )
     except Exception as exc:

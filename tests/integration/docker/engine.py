@@ -1,7 +1,7 @@
 """Helpers of the container tests: the images' tags, `docker` and
 `docker-compose` through subprocess (testcontainers' compose class needs
 compose v2, which Debian does not ship), container health, and running the
-host client (tests/docker/host_client.py) with the brokers' names mapped to
+host client (tests/integration/docker/host_client.py) with the brokers' names mapped to
 127.0.0.1."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 IMAGE = os.environ.get("MAGNETAR_IMAGE", "local/magnetar:latest")
 PROMETHEUS_IMAGE = os.environ.get("MAGNETAR_PROMETHEUS_IMAGE", "local/magnetar-prometheus:latest")
 
@@ -42,7 +42,7 @@ def health(container: str) -> str:
 
 
 def host_client(hosts: list[str], *args: str) -> subprocess.Popen[str]:
-    """Start tests/docker/host_client.py in a mount namespace of its own
+    """Start tests/integration/docker/host_client.py in a mount namespace of its own
     whose /etc/hosts maps ``hosts`` to 127.0.0.1 (needs root and unshare)."""
     hosts_file = Path(args[args.index("--out") + 1]).with_suffix(".hosts")
     hosts_file.write_text(f"127.0.0.1 localhost {' '.join(hosts)}\n")
@@ -58,7 +58,7 @@ def host_client(hosts: list[str], *args: str) -> subprocess.Popen[str]:
         str(hosts_file),
         sys.executable,
         "-m",
-        "tests.docker.host_client",
+        "tests.integration.docker.host_client",
         *args,
     ]
     return subprocess.Popen(

@@ -1,6 +1,7 @@
-"""Tests on a real Docker engine (tests/docker): every test here carries the
-``docker`` marker and is skipped, with one line, when no engine answers or
-the image is absent and cannot be built. ``.ci/run`` starts an engine and
+"""Tests on a real Docker engine (tests/integration/docker): every test here carries the
+``docker`` marker. When no engine answers they are deselected and the run
+ends with one line saying so; when the image is absent and cannot be built
+they skip, with one reason. ``.ci/run`` starts an engine and
 builds the images (deploy/build-image.sh) before ``make test``.
 
 Images are never built with testcontainers' DockerImage: its cleanup removes
@@ -18,16 +19,29 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker.engine import IMAGE, PROMETHEUS_IMAGE, ROOT, image_exists
+from tests.integration.docker.engine import IMAGE, PROMETHEUS_IMAGE, ROOT, image_exists
 
 HERE = Path(__file__).resolve().parent
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
+NO_ENGINE = "no Docker engine answers `docker info`: the docker tests did not run"
+_no_engine: list[int] = []
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(str(item.path)).resolve().parents:
-            item.add_marker(pytest.mark.docker)
+    mine = [item for item in items if HERE in Path(str(item.path)).resolve().parents]
+    for item in mine:
+        item.add_marker(pytest.mark.docker)
+    if mine and not _engine_answers():
+        config.hook.pytest_deselected(items=mine)
+        items[:] = [item for item in items if item not in mine]
+        _no_engine.append(len(mine))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _no_engine:
+        terminalreporter.write_line(f"{NO_ENGINE} ({_no_engine[0]} deselected)")
 
 
 def _engine_answers() -> bool:
@@ -57,7 +71,7 @@ def _build_images() -> str:
 def docker_images() -> str:
     """The app image's tag, once an engine answers and the images exist."""
     if not _engine_answers():
-        pytest.skip("no Docker engine answers `docker info`: container tests skipped")
+        pytest.skip(NO_ENGINE)
     if not (image_exists(IMAGE) and image_exists(PROMETHEUS_IMAGE)):
         why = _build_images()
         if why:
