@@ -5,7 +5,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: setup standalone cluster test lint protos docs bench clean
+.PHONY: setup standalone cluster test lint protos docs bench clean image image-local compose-up compose-down
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
@@ -35,6 +35,20 @@ protos: $(VENV)/.installed
 
 docs: $(VENV)/.installed
 	$(PYTHON) -m broker.settings_doc > docs/configuration.md
+
+# Container images (docs/deploy.md): `image` from python:3.11-slim, `image-local`
+# from a debootstrap base with no registry (as CI does).
+image: $(VENV)/.installed
+	deploy/build-image.sh
+
+image-local: $(VENV)/.installed
+	deploy/build-image.sh --local-base
+
+compose-up:
+	docker-compose -f deploy/compose/docker-compose.yml up -d
+
+compose-down:
+	docker-compose -f deploy/compose/docker-compose.yml down
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,185 @@
+"""The Kubernetes manifests (deploy/k8s), checked offline: `kubectl
+kustomize` renders the base and the dev overlay, `kubernetes-validate
+--strict` accepts every document against a recent Kubernetes' schemas, and
+the rendered objects keep the invariants the processes depend on (the
+metastore peer list matches the replica count and the pods' DNS names, PDBs
+keep a Raft majority and lose at most one bookie, probes ask ports the
+process listens on, volumes are mounted where the process keeps its data).
+No cluster is needed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+K8S = ROOT / "deploy" / "k8s"
+TARGETS = ["base", "overlays/dev"]
+KUBERNETES_VERSION = "1.30"
+# Each process's ports: the settings' defaults (docs/configuration.md).
+GRPC_PORT = {"metastore": 2379, "bookie": 3181, "broker": 6650}
+METRICS_PORT = {"metastore": 7000, "bookie": 8000, "broker": 8080}
+
+
+def render(target: str) -> str:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed: the kustomize rendering is not checked")
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(K8S / target)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+class Rendered:
+    def __init__(self, text: str) -> None:
+        self.docs: list[dict[str, Any]] = [d for d in yaml.safe_load_all(text) if d]
+
+    def one(self, kind: str, name: str) -> dict[str, Any]:
+        found = [d for d in self.docs if d["kind"] == kind and d["metadata"]["name"] == name]
+        assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
+        return found[0]
+
+    def settings(self) -> dict[str, Any]:
+        (cm,) = [d for d in self.docs if d["kind"] == "ConfigMap"]
+        return tomllib.loads(cm["data"]["magnetar.toml"])
+
+    def container(self, name: str) -> dict[str, Any]:
+        pod = self.one("StatefulSet", name)["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        return dict(c)
+
+
+@pytest.fixture(params=TARGETS)
+def rendered(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Rendered]:
+    text = render(request.param)
+    return request.param, Rendered(text)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_document_is_valid_for_kubernetes(target: str, tmp_path: Path) -> None:
+    manifests = tmp_path / "rendered.yaml"
+    manifests.write_text(render(target))
+    tool = Path(sys.executable).parent / "kubernetes-validate"
+    done = subprocess.run(
+        [str(tool), "--strict", "-k", KUBERNETES_VERSION, str(manifests)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    kinds = {d["kind"] for d in Rendered(manifests.read_text()).docs}
+    assert {"StatefulSet", "Service", "PodDisruptionBudget", "ConfigMap"} <= kinds
+
+
+def test_the_validator_rejects_an_unknown_field(tmp_path: Path) -> None:
+    """The check above is only worth something if a typo fails it."""
+    docs = list(yaml.safe_load_all(render("base")))
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")
+    sts["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {"grpc": {"port": 1}}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump_all(docs))
+    tool = Path(sys.executable).parent / "kubernetes-validate"
+    done = subprocess.run(
+        [str(tool), "--strict", "-k", KUBERNETES_VERSION, str(bad)], capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "readinesProbe" in done.stdout + done.stderr
+
+
+def test_metastore_peers_match_the_pods(rendered: tuple[str, Rendered]) -> None:
+    _, r = rendered
+    sts = r.one("StatefulSet", "metastore")
+    replicas, service = sts["spec"]["replicas"], sts["spec"]["serviceName"]
+    settings = r.settings()
+    peers = [p.strip() for p in settings["metastore"]["peers"].split(",")]
+    expected = [f"{i + 1}=metastore-{i}.{service}:2379:2380" for i in range(replicas)]
+    assert peers == expected
+    # Each pod's command line, as its shell runs it, names the id whose
+    # peers entry is that pod's own DNS name.
+    for i in range(replicas):
+        argv = _metastore_argv(r.container("metastore"), f"metastore-{i}")
+        node_id = _flag(argv, "--id")
+        assert f"{node_id}=metastore-{i}.{service}:2379:2380" in peers
+    headless = r.one("Service", service)["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    # Bookies and brokers are given every node.
+    clients = ",".join(f"metastore-{i}.{service}:2379" for i in range(replicas))
+    assert settings["bookie"]["metastore"] == clients
+    assert settings["broker"]["metastore"] == clients
+
+
+def test_disruption_budgets(rendered: tuple[str, Rendered]) -> None:
+    _, r = rendered
+    replicas = r.one("StatefulSet", "metastore")["spec"]["replicas"]
+    assert r.one("PodDisruptionBudget", "metastore")["spec"]["minAvailable"] == replicas // 2 + 1
+    assert r.one("PodDisruptionBudget", "bookie")["spec"]["maxUnavailable"] == 1
+    for role in ("metastore", "bookie", "broker"):
+        selector = r.one("PodDisruptionBudget", role)["spec"]["selector"]["matchLabels"]
+        labels = r.one("StatefulSet", role)["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= labels.items()
+
+
+def _metastore_argv(container: dict[str, Any], pod_name: str) -> list[str]:
+    """The metastore's argv in pod ``pod_name``: Kubernetes turns ``$$`` into
+    ``$``, then ``sh -c`` runs the script (its ``exec magnetar`` echoed)."""
+    assert container["command"] == ["sh", "-c"]
+    (script,) = container["args"]
+    script = script.replace("$$", "$").replace("exec magnetar", "echo", 1)
+    done = subprocess.run(
+        ["sh", "-c", script], env={"HOSTNAME": pod_name, "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.split()
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    joined = " ".join(args)
+    m = re.search(rf"{name}[= ](\S+)", joined)
+    return m.group(1) if m else None
+
+
+@pytest.mark.parametrize("role", ["metastore", "bookie", "broker"])
+def test_probes_ports_volumes_and_config(rendered: tuple[str, Rendered], role: str) -> None:
+    _, r = rendered
+    sts = r.one("StatefulSet", role)
+    pod = sts["spec"]["template"]
+    c = r.container(role)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports["grpc"] == GRPC_PORT[role] and ports["metrics"] == METRICS_PORT[role]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["grpc"]["port"] == ports["grpc"], probe
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert int(annotations["prometheus.io/port"]) == ports["metrics"]
+    assert "requests" in c["resources"] and "limits" in c["resources"]
+    assert pod["spec"]["affinity"]["podAntiAffinity"]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    config = _flag(c["args"], "--config")
+    assert config is not None and Path(config).parent == Path(mounts["config"])
+    if role != "broker":
+        claims = [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]]
+        assert claims == ["data"]
+        assert _flag(c["args"], "--data-dir") == mounts["data"]
+    else:
+        assert "volumeClaimTemplates" not in sts["spec"]
+    if role in ("bookie", "broker"):
+        # Advertised: the pod's stable name under its headless Service.
+        service = sts["spec"]["serviceName"]
+        assert _flag(c["args"], "--advertised-address") == f"$(POD_NAME).{service}"
+        assert r.one("Service", service)["spec"]["clusterIP"] == "None"
+    # Every Service selecting these pods targets a port they declare.
+    labels = pod["metadata"]["labels"]
+    for svc in (d for d in r.docs if d["kind"] == "Service"):
+        if svc["spec"]["selector"].items() <= labels.items():
+            for p in svc["spec"]["ports"]:
+                assert p["targetPort"] in ports, (svc["metadata"]["name"], p)
