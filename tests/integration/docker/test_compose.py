@@ -112,16 +112,17 @@ def test_killing_a_bookie_then_the_owning_broker_loses_no_acknowledged_message(
     cluster: ComposeCluster, tmp_path: Path
 ) -> None:
     topic = "persistent://public/default/compose-failover"
-    # As benchmarks/failover.py does: the clients go through the broker that
-    # does not own the topic (its published port), then the owner is killed.
     found = _finish(_client(cluster, tmp_path, "lookup", topic))
     owner_url = next(e["owner"] for e in found if "owner" in e)
     owner = owner_url.removeprefix("magnetar://").rsplit(":", 1)[0]
     assert owner in BROKERS, owner_url
     (other,) = set(BROKERS) - {owner}
+    # The service URL lists both brokers, the owner (to be killed) first: the
+    # clients move on to the other one by themselves (service URL failover).
+    url = ",".join((cluster.broker_url(owner), cluster.broker_url(other).partition("//")[2]))
     stop = tmp_path / "stop"
     out = _client(cluster, tmp_path, "traffic", topic, "--stop", str(stop), "--drain-s", "60",
-                  "--url", cluster.broker_url(other))  # fmt: skip
+                  "--url", url)  # fmt: skip
     try:
         acked = _wait_acks(out, 100, "100 acknowledged sends")
 
