@@ -500,7 +500,13 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     await wait_registered(metastore, bookie_id, stop)
     serving.set_serving(health, True)
     serving.write_ready_file(
-        ready_file, {"grpc": address, "metrics": metrics_port, "bookie_id": bookie_id}
+        ready_file,
+        {
+            "grpc": address,
+            "local": serving.local_address(settings.bind_address, port),
+            "metrics": metrics_port,
+            "bookie_id": bookie_id,
+        },
     )
     log.info(
         "bookie %s serving on %s:%d as %s (metrics %d, data %s)",
@@ -514,18 +520,21 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     await stop.wait()
     log.info("bookie stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
+    deadline = serving.stop_deadline(settings.shutdown_timeout_s, share=0.6)
 
-    async def steps() -> None:
+    async def leave() -> None:
         disk_watch.cancel()
         serving.set_serving(health, False)
-        await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 4))
+        await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 5))
         await registration  # closes the session: the bookie leaves the registry at once
 
+    try:
+        await serving.bounded_shutdown(leave, deadline, log, "leaving the registry")
+    finally:
+        registration.cancel()
+        service.stop()
+        store.close()  # the journal and RocksDB close cleanly whatever the metastore does
     await serving.bounded_shutdown(
-        steps, settings.shutdown_timeout_s * 0.6, log, "leaving the registry"
+        metastore.close, deadline + settings.shutdown_timeout_s * 0.1, log, "closing the client"
     )
-    registration.cancel()
-    service.stop()
-    store.close()  # the journal and RocksDB are closed cleanly whatever the metastore does
-    await serving.bounded_shutdown(metastore.close, 1.0, log, "closing the metastore client")
     log.info("bookie stopped")

@@ -68,14 +68,14 @@ def _serve(server: Coroutine[Any, Any, None]) -> None:
     """Run a server process; refusals at start (a taken port, a data dir
     another process holds, a bad peer list) are one line and exit code 1."""
     from protos.data_dir_lock import DataDirLocked
-    from protos.serving import PortInUse, die_with_parent
+    from protos.serving import PortInUse, StartRefused, die_with_parent
 
     supervisor = os.environ.get("MAGNETAR_SUPERVISOR_PID", "")
     if supervisor.isdigit():
         die_with_parent(int(supervisor))
     try:
         asyncio.run(server)
-    except (PortInUse, DataDirLocked) as exc:
+    except (PortInUse, DataDirLocked, StartRefused) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -209,6 +209,12 @@ def broker(
 @click.option("--bookie-metrics-port", default=8000, show_default=True, help="-1 = off.")
 @click.option("--broker-metrics-port", default=8080, show_default=True, help="-1 = off.")
 @click.option("--no-restart", is_flag=True, help="Leave a process that dies down.")
+@click.option(
+    "--shutdown-timeout-s",
+    default=10.0,
+    show_default=True,
+    help="Longest stop after SIGTERM/SIGINT, all processes together.",
+)
 def standalone(
     data_dir: str,
     config: Text,
@@ -220,23 +226,28 @@ def standalone(
     bookie_metrics_port: int,
     broker_metrics_port: int,
     no_restart: bool,
+    shutdown_timeout_s: float,
 ) -> None:
     """Start metastore, bookie and broker; print the service URL once ready.
     A process that dies is restarted after a backoff (docs/deploy.md)."""
     from broker.standalone import Standalone
     from broker.supervision import RestartPolicy
-    from broker.supervisor import run
+    from broker.supervisor import StartupError, run
 
-    sup = Standalone(
-        Path(data_dir),
-        metastore_port=metastore_port,
-        raft_port=raft_port,
-        bookie_port=bookie_port,
-        broker_port=broker_port,
-        metrics_ports=(metastore_metrics_port, bookie_metrics_port, broker_metrics_port),
-        config_file=config,
-        policy=RestartPolicy(restart=not no_restart),
-    )
+    try:
+        sup = Standalone(
+            Path(data_dir),
+            metastore_port=metastore_port,
+            raft_port=raft_port,
+            bookie_port=bookie_port,
+            broker_port=broker_port,
+            metrics_ports=(metastore_metrics_port, bookie_metrics_port, broker_metrics_port),
+            config_file=config,
+            policy=RestartPolicy(restart=not no_restart),
+            shutdown_timeout_s=shutdown_timeout_s,
+        )
+    except StartupError as exc:
+        raise click.UsageError(str(exc)) from None
     sys.exit(run(sup))
 
 
@@ -248,6 +259,12 @@ def standalone(
 @click.option("--brokers", default=3, show_default=True, help="Brokers.")
 @click.option("--port-offset", default=0, show_default=True, help="Added to every default port.")
 @click.option("--no-restart", is_flag=True, help="Leave a process that dies down.")
+@click.option(
+    "--shutdown-timeout-s",
+    default=10.0,
+    show_default=True,
+    help="Longest stop after SIGTERM/SIGINT, all processes together.",
+)
 def local_cluster(
     data_dir: str,
     config: Text,
@@ -256,6 +273,7 @@ def local_cluster(
     brokers: int,
     port_offset: int,
     no_restart: bool,
+    shutdown_timeout_s: float,
 ) -> None:
     """Start a cluster on this machine (3 metastore nodes, 3 bookies, 3
     brokers by default); print the service URL once every process is ready.
@@ -274,6 +292,7 @@ def local_cluster(
             port_offset=port_offset,
             config_file=config,
             policy=RestartPolicy(restart=not no_restart, start_timeout_s=90),
+            shutdown_timeout_s=shutdown_timeout_s,
         )
     except StartupError as exc:
         raise click.UsageError(str(exc)) from None

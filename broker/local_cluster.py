@@ -24,7 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.supervision import RestartPolicy
-from broker.supervisor import StartupError, Supervisor
+from broker.supervisor import SHUTDOWN_TIMEOUT_S, StartupError, Supervisor, local
+from protos.serving import advertised
 
 METASTORE_PORT, RAFT_PORT, BOOKIE_PORT, BROKER_PORT = 2379, 2380, 3181, 6650
 METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS = 7000, 8000, 8080
@@ -43,9 +44,13 @@ class LocalCluster(Supervisor):
         port_offset: int = 0,
         config_file: str | None = None,
         policy: RestartPolicy | None = None,
+        shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
     ) -> None:
         super().__init__(
-            data_dir, config_file=config_file, policy=policy or RestartPolicy(start_timeout_s=90)
+            data_dir,
+            config_file=config_file,
+            policy=policy or RestartPolicy(start_timeout_s=90),
+            shutdown_timeout_s=shutdown_timeout_s,
         )
         if not (metastores % 2 == 1 and bookies >= 1 and brokers >= 1):
             raise StartupError(
@@ -55,25 +60,25 @@ class LocalCluster(Supervisor):
         self.counts = (metastores, bookies, brokers)
         self.offset = port_offset
 
-    def planned_ports(self) -> list[tuple[int, str]]:
+    def planned_ports(self) -> list[tuple[str, int, str]]:
         metastores, bookies, brokers = self.counts
         o = self.offset
         ports = []
         for i in range(metastores):
             ports += [
-                (METASTORE_PORT + 2 * i + o, f"metastore-{i} gRPC"),
-                (RAFT_PORT + 2 * i + o, f"metastore-{i} raft"),
-                (METASTORE_METRICS + i + o, f"metastore-{i} metrics"),
+                ("metastore", METASTORE_PORT + 2 * i + o, f"metastore-{i} gRPC"),
+                ("metastore", RAFT_PORT + 2 * i + o, f"metastore-{i} raft"),
+                ("metastore", METASTORE_METRICS + i + o, f"metastore-{i} metrics"),
             ]
         for i in range(bookies):
             ports += [
-                (BOOKIE_PORT + i + o, f"bookie-{i} gRPC"),
-                (BOOKIE_METRICS + i + o, f"bookie-{i} metrics"),
+                ("bookie", BOOKIE_PORT + i + o, f"bookie-{i} gRPC"),
+                ("bookie", BOOKIE_METRICS + i + o, f"bookie-{i} metrics"),
             ]
         for i in range(brokers):
             ports += [
-                (BROKER_PORT + i + o, f"broker-{i} gRPC"),
-                (BROKER_METRICS + i + o, f"broker-{i} metrics"),
+                ("broker", BROKER_PORT + i + o, f"broker-{i} gRPC"),
+                ("broker", BROKER_METRICS + i + o, f"broker-{i} metrics"),
             ]
         return ports
 
@@ -86,8 +91,10 @@ class LocalCluster(Supervisor):
     def start_children(self) -> dict:
         metastores, bookies, brokers = self.counts
         o = self.offset
+        ms_settings = self.settings["metastore"]
+        host = advertised(self.bind_address("metastore"), ms_settings.advertised_address)
         peers = ",".join(
-            f"{i + 1}=127.0.0.1:{METASTORE_PORT + 2 * i + o}:{RAFT_PORT + 2 * i + o}"
+            f"{i + 1}={host}:{METASTORE_PORT + 2 * i + o}:{RAFT_PORT + 2 * i + o}"
             for i in range(metastores)
         )
         # The metastore nodes start together: none is ready before a majority runs.
@@ -106,7 +113,7 @@ class LocalCluster(Supervisor):
                 for i in range(metastores)
             ]
         )
-        metastore = ",".join(c.info["grpc"] for c in ms)
+        metastore = ",".join(local(c.info) for c in ms)
         bk = self.await_ready(
             [
                 self.launch(

@@ -134,7 +134,8 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     registration = Registration(core, stop)
     await registration.register()
     serving.set_serving(health, True)
-    serving.write_ready_file(ready_file, {"grpc": address, "metrics": metrics_port})
+    local = serving.local_address(settings.bind_address, int(address.rpartition(":")[2]))
+    serving.write_ready_file(ready_file, {"grpc": address, "local": local, "metrics": metrics_port})
     log.info(
         "broker serving on %s:%d as %s (metrics %d)",
         settings.bind_address,
@@ -164,7 +165,7 @@ async def _stop(
     other brokers without an error. Whatever of that waits on an unreachable
     metastore or bookie is given up when time runs out; the bundles are
     freed anyway when the broker's session expires."""
-    budget_s = core.settings.shutdown_timeout_s
+    deadline = serving.stop_deadline(core.settings.shutdown_timeout_s)
     for task in background:
         task.cancel()
     serving.set_serving(health, False)
@@ -173,11 +174,12 @@ async def _stop(
         await core.topics.unload_all()
         await core.topics.close_all()
 
-    await serving.bounded_shutdown(hand_over, budget_s * 0.6, log, "unloading and closing topics")
-    await server.stop(grace=min(2.0, budget_s * 0.1))
-    await serving.bounded_shutdown(registration.close, budget_s * 0.1, log, "closing the session")
-    await serving.bounded_shutdown(core.ledgers.close, budget_s * 0.05, log, "closing ledgers")
-    await serving.bounded_shutdown(
-        core.metastore.close, budget_s * 0.05, log, "closing the metastore client"
-    )
+    async def stop_server() -> None:
+        await server.stop(grace=min(2.0, core.settings.shutdown_timeout_s / 5))
+
+    await serving.bounded_shutdown(hand_over, deadline, log, "unloading and closing topics")
+    await serving.bounded_shutdown(stop_server, deadline, log, "stopping the gRPC server")
+    await serving.bounded_shutdown(registration.close, deadline, log, "closing the session")
+    await serving.bounded_shutdown(core.ledgers.close, deadline, log, "closing ledgers")
+    await serving.bounded_shutdown(core.metastore.close, deadline, log, "closing the client")
     log.info("broker stopped")

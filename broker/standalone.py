@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.supervision import RestartPolicy
-from broker.supervisor import Supervisor
+from broker.supervisor import SHUTDOWN_TIMEOUT_S, Supervisor, local
 
 ROLES = ("metastore", "bookie", "broker")
 
@@ -33,16 +33,19 @@ class Standalone(Supervisor):
         metrics_ports: tuple[int, int, int],
         config_file: str | None,
         policy: RestartPolicy | None = None,
+        shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
     ) -> None:
-        super().__init__(data_dir, config_file=config_file, policy=policy)
+        super().__init__(
+            data_dir, config_file=config_file, policy=policy, shutdown_timeout_s=shutdown_timeout_s
+        )
         self.ports = dict(zip(ROLES, (metastore_port, bookie_port, broker_port), strict=True))
         self.raft_port = raft_port
         self.metrics_ports = dict(zip(ROLES, metrics_ports, strict=True))
 
-    def planned_ports(self) -> list[tuple[int, str]]:
-        ports = [(self.ports[r], f"{r} gRPC") for r in ROLES]
-        ports.append((self.raft_port, "raft"))
-        ports += [(self.metrics_ports[r], f"{r} metrics") for r in ROLES]
+    def planned_ports(self) -> list[tuple[str, int, str]]:
+        ports = [(r, self.ports[r], f"{r} gRPC") for r in ROLES]
+        ports.append(("metastore", self.raft_port, "raft"))
+        ports += [(r, self.metrics_ports[r], f"{r} metrics") for r in ROLES]
         return ports
 
     def child_dirs(self) -> list[Path]:
@@ -58,13 +61,13 @@ class Standalone(Supervisor):
             ["--data-dir", str(self.data_dir / "metastore"), "--raft-port", str(self.raft_port)],
         )
         bk = self._start(
-            "bookie", ["--data-dir", str(self.data_dir / "bookie"), "--metastore", ms["grpc"]]
+            "bookie", ["--data-dir", str(self.data_dir / "bookie"), "--metastore", local(ms)]
         )
         one_copy = [
             f"managed_ledger_default_{q}=1" for q in ("ensemble_size", "write_quorum", "ack_quorum")
         ] + ["take_over_stale_bundles=true"]
         br = self._start(
-            "broker", ["--metastore", ms["grpc"], *[a for s in one_copy for a in ("--set", s)]]
+            "broker", ["--metastore", local(ms), *[a for s in one_copy for a in ("--set", s)]]
         )
         return {
             "service_url": f"magnetar://{br['grpc']}",

@@ -17,10 +17,13 @@ that dies (``broker/supervision.py`` decides when), and stops them all.
   every acknowledged entry and metadata write is on disk before its answer.
 - **Readiness**: a child writes a ready file once it serves; it counts as
   ready when that exists *and* its gRPC health service answers SERVING.
-- **Stop** (SIGTERM/SIGINT): children stop in reverse start order, one role
-  at a time (brokers, then bookies, then metastores). Each role gets
-  ``stop_timeout_s`` (default 11 s: a server's own ``shutdown_timeout_s`` of
-  10 s, plus a second) before what is left of it is killed.
+- **Stop** (SIGTERM/SIGINT) takes at most ``shutdown_timeout_s`` (default
+  10 s, ``--shutdown-timeout-s``) as a whole: brokers first (they hand their
+  bundles over while the metastore still runs), then bookies, then
+  metastores, each role by a deadline at 60 %, 80 % and 100 % of it. A
+  child is started with its role's share as its own ``shutdown_timeout_s``
+  (less, if its settings say less), and what has not exited by its role's
+  deadline is killed.
 """
 
 from __future__ import annotations
@@ -33,14 +36,20 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from broker.supervision import ChildLife, ChildState, Event, RestartPolicy, next_event, transition
 from protos.data_dir_lock import DataDirLock, DataDirLocked, holder_of
-from protos.serving import PortInUse, check_port_free, health_serving
+from protos.serving import PortInUse, StartRefused, check_port_free, health_serving
+from protos.settings import SettingsError, load_settings
 
-# A role's children get this long to exit after SIGTERM before they are killed.
-STOP_TIMEOUT_S = 11.0
+SHUTDOWN_TIMEOUT_S = 10.0  # the whole stop, from the signal to the last child's exit
+# Each role's deadline, as a share of it, in stop order.
+STOP_SHARES = {"broker": 0.6, "bookie": 0.8, "metastore": 1.0}
+# Kept between a child's own shutdown_timeout_s and its role's kill deadline.
+STOP_MARGIN_S = 0.5
 POLL_INTERVAL_S = 0.1  # how often the supervisor looks at its children
+STALE_WAIT_S = 5.0  # how long children of a supervisor just killed get to die
 
 
 class StartupError(RuntimeError):
@@ -72,14 +81,13 @@ class Supervisor:
         *,
         config_file: str | None,
         policy: RestartPolicy | None = None,
-        stop_timeout_s: float = STOP_TIMEOUT_S,
-        bind_address: str = "127.0.0.1",
+        shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.config_file = config_file
         self.policy = policy or RestartPolicy()
-        self.stop_timeout_s = stop_timeout_s
-        self.bind_address = bind_address
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.settings = role_settings(config_file)
         self.children: list[Child] = []
         self.endpoints: dict = {}
         self._stopping = False
@@ -87,8 +95,8 @@ class Supervisor:
 
     # ------------------------------------------------------------ subclass API
 
-    def planned_ports(self) -> list[tuple[int, str]]:
-        """(port, what) of every fixed port the children will listen on."""
+    def planned_ports(self) -> list[tuple[str, int, str]]:
+        """(role, port, what) of every fixed port the children will listen on."""
         raise NotImplementedError
 
     def start_children(self) -> dict:
@@ -109,19 +117,49 @@ class Supervisor:
             raise StartupError(str(exc)) from None
         self._check_stale()
         try:
-            for port, what in self.planned_ports():
-                check_port_free(self.bind_address, port, what)
-        except PortInUse as exc:
+            for role, port, what in self.planned_ports():
+                check_port_free(self.bind_address(role), port, what)
+        except (PortInUse, StartRefused) as exc:
             raise StartupError(str(exc)) from None
+        self._warn_capped_timeouts()
         self.endpoints = self.start_children()
         self.endpoints["supervisor_pid"] = os.getpid()
         self._publish()
         return self.endpoints
 
+    def bind_address(self, role: str) -> str:
+        return str(self.settings[role].bind_address or "127.0.0.1")
+
+    def child_timeout_s(self, role: str) -> float:
+        """A child's own shutdown_timeout_s: its role's share of the stop,
+        or less if its settings say less."""
+        start = max([0.0] + [v for r, v in STOP_SHARES.items() if v < STOP_SHARES[role]])
+        share = (STOP_SHARES[role] - start) * self.shutdown_timeout_s - STOP_MARGIN_S
+        return round(max(0.5, min(share, self.settings[role].shutdown_timeout_s)), 2)
+
+    def _warn_capped_timeouts(self) -> None:
+        """A shutdown_timeout_s set in the config or environment that its
+        role's share overrides is said once (the default is not: the share
+        replaces it, as documented)."""
+        for role, settings in self.settings.items():
+            default = type(settings).__dataclass_fields__["shutdown_timeout_s"].default
+            value = settings.shutdown_timeout_s
+            if value != default and value > self.child_timeout_s(role):
+                print(
+                    f"magnetar: [{role}] shutdown_timeout_s = {value:g} "
+                    f"is capped at {self.child_timeout_s(role):g} s, its share of "
+                    f"--shutdown-timeout-s {self.shutdown_timeout_s:g}",
+                    file=sys.stderr,
+                )
+
     def _check_stale(self) -> None:
-        """Children of an earlier supervisor of this data dir that still run."""
+        """Children of an earlier supervisor of this data dir that still run.
+        Children of one just killed get a moment: they die with it, but not
+        in the same instant."""
+        deadline = time.monotonic() + STALE_WAIT_S
         for d in self.child_dirs():
-            holder = holder_of(d)
+            while (holder := holder_of(d)) is not None and time.monotonic() < deadline:
+                time.sleep(POLL_INTERVAL_S)  # polling another process's lock
             if holder is not None:
                 raise StartupError(
                     f"{d} is still in use by {holder}, left running by an earlier "
@@ -136,6 +174,7 @@ class Supervisor:
         ready = run_dir / f"{name}.ready.json"
         cmd = [sys.executable, "-m", "broker.cli", role, "--port", str(port)]
         cmd += ["--metrics-port", str(metrics_port), "--ready-file", str(ready), *extra]
+        cmd += ["--set", f"shutdown_timeout_s={self.child_timeout_s(role)}"]
         if self.config_file:
             cmd += ["--config", self.config_file]
         log_file = logs / f"{name}.log"
@@ -180,7 +219,7 @@ class Supervisor:
         if not child.ready_file.exists():
             return False
         child.info = json.loads(child.ready_file.read_text())
-        return health_serving(child.info["grpc"])
+        return health_serving(local(child.info))
 
     def _publish(self) -> None:
         """``<data-dir>/endpoints.json`` (addresses, pids, states), replaced atomically."""
@@ -194,14 +233,13 @@ class Supervisor:
 
     def watch(self) -> int:
         """Watch the children until SIGTERM/SIGINT; then stop them. Returns 0."""
-        stop = {"signal": None}
 
         def on_signal(signum: int, frame: object) -> None:
-            stop["signal"] = signum  # type: ignore[assignment]
+            self._stopping = True
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        while stop["signal"] is None:
+        while not self._stopping:  # also set by a signal that came during the start
             if self._step(time.monotonic()):
                 self._publish()
             time.sleep(POLL_INTERVAL_S)  # the supervisor's watch period
@@ -254,11 +292,12 @@ class Supervisor:
 
     def stop(self) -> None:
         self._stopping = True
-        for role in ("broker", "bookie", "metastore"):
+        started = time.monotonic()
+        for role, share in STOP_SHARES.items():
             group = [c for c in self.children if c.role == role and c.proc.poll() is None]
             for child in group:
                 child.proc.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + self.stop_timeout_s
+            deadline = started + share * self.shutdown_timeout_s
             for child in group:
                 try:
                     child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -269,6 +308,25 @@ class Supervisor:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def role_settings(config_file: str | None) -> dict[str, Any]:
+    """Each role's settings from the config file and the environment (what
+    its children will read, before their command-line flags)."""
+    from bookie.settings import BookieSettings
+    from broker.settings import BrokerSettings
+    from metastore.settings import MetastoreSettings
+
+    classes = {"broker": BrokerSettings, "bookie": BookieSettings, "metastore": MetastoreSettings}
+    try:
+        return {role: load_settings(cls, role, config_file) for role, cls in classes.items()}
+    except SettingsError as exc:
+        raise StartupError(str(exc)) from None
+
+
+def local(info: dict) -> str:
+    """A ready child's address as seen from this machine."""
+    return str(info.get("local") or info["grpc"])
 
 
 def _pin_ports(child: Child) -> None:

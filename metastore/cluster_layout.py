@@ -28,7 +28,7 @@ class ClusterLayout:
     @classmethod
     def from_settings(cls, s: MetastoreSettings, port: int, raft_port: int) -> ClusterLayout:
         if not s.peers.strip():
-            host = advertised(s.bind_address, s.advertised_address)
+            host = advertised(s.bind_address or "127.0.0.1", s.advertised_address)
             client, raft = f"{host}:{port}", f"{host}:{raft_port}"
             return cls(s.node_id or "1", client, raft, [], {raft: client})
         nodes: dict[str, tuple[str, str]] = {}

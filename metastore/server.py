@@ -503,15 +503,21 @@ def _service(
     return service
 
 
-def _ports(settings: MetastoreSettings) -> tuple[ClusterLayout, int, int]:
-    """This node's layout, gRPC port and Raft port (free ones picked for 0)."""
-    if settings.peers.strip():
-        layout = ClusterLayout.from_settings(settings, 0, 0)
-        port = int(layout.client_address.rsplit(":", 1)[1])
-        return layout, port, int(layout.raft_address.rsplit(":", 1)[1])
-    raft_port = settings.raft_port or serving.free_port(settings.bind_address)
-    port = settings.port or serving.free_port(settings.bind_address)
-    return ClusterLayout.from_settings(settings, port, raft_port), port, raft_port
+def _ports(settings: MetastoreSettings) -> tuple[ClusterLayout, str, int, int]:
+    """This node's layout, bind address, gRPC port and Raft port (free
+    ones picked for 0). StartRefused for a peer list it cannot use."""
+    try:
+        if settings.peers.strip():
+            layout = ClusterLayout.from_settings(settings, 0, 0)
+            host, _, client_port = layout.client_address.rpartition(":")
+            bind = settings.bind_address or host  # reachable where the peers look for it
+            return layout, bind, int(client_port), int(layout.raft_address.rpartition(":")[2])
+        bind = settings.bind_address or "127.0.0.1"
+        raft_port = settings.raft_port or serving.free_port(bind)
+        port = settings.port or serving.free_port(bind)
+    except (ValueError, OSError) as exc:
+        raise serving.StartRefused(str(exc)) from None
+    return ClusterLayout.from_settings(settings, port, raft_port), bind, port, raft_port
 
 
 async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:
@@ -524,8 +530,7 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
 
 
 async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
-    layout, port, raft_port = _ports(settings)
-    bind = settings.bind_address
+    layout, bind, port, raft_port = _ports(settings)
     serving.check_port_free(bind, port, "gRPC")
     serving.check_port_free(bind, raft_port, "raft")
     serving.check_port_free(bind, settings.metrics_port, "metrics")
@@ -542,13 +547,17 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     while not (node.isReady() and node.status().get("leader") is not None):
         if stop.is_set():
-            break
+            log.info("metastore stopping before it had a leader")
+            await server.stop(grace=0)
+            node.stop()
+            return
         await asyncio.sleep(0.01)
     serving.set_serving(health, True)
     serving.write_ready_file(
         ready_file,
         {
             "grpc": layout.client_address,
+            "local": serving.local_address(bind, port),
             "raft": layout.raft_address,
             "node_id": layout.node_id,
             "metrics": metrics_port,
@@ -570,14 +579,15 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     await stop.wait()
     log.info("metastore stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
+    deadline = serving.stop_deadline(settings.shutdown_timeout_s)
 
-    async def steps() -> None:
+    async def stop_server() -> None:
         serving.set_serving(health, False)
         expiry.cancel()
-        await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 2))
+        await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 5))
 
-    await serving.bounded_shutdown(
-        steps, settings.shutdown_timeout_s * 0.8, log, "stopping the gRPC server"
-    )
-    node.stop()
+    try:
+        await serving.bounded_shutdown(stop_server, deadline, log, "stopping the gRPC server")
+    finally:
+        node.stop()  # the Raft journal is flushed and closed
     log.info("metastore stopped")

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from protos.settings import (
     advertised_address_setting,
-    bind_address_setting,
     setting,
     shutdown_timeout_setting,
 )
@@ -14,7 +13,12 @@ from protos.settings import (
 
 @dataclass(frozen=True)
 class MetastoreSettings:
-    bind_address: str = bind_address_setting()
+    bind_address: str = setting(
+        "",
+        "Address the gRPC, Raft and metrics ports listen on (0.0.0.0 in a container or "
+        "pod). Empty = 127.0.0.1 for a one-node metastore; with peers, this node's host "
+        "in peers, where the others look for it.",
+    )
     advertised_address: str = advertised_address_setting()
     port: int = setting(2379, "gRPC port for clients (0 = pick a free port).")
     raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")

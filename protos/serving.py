@@ -239,6 +239,11 @@ def set_serving(servicer: health.HealthServicer, serving: bool) -> None:
     servicer.set("", status)
 
 
+class StartRefused(RuntimeError):
+    """A server cannot start with these settings (an address it cannot
+    listen on, a bad peer list): one line for the operator, exit code 1."""
+
+
 class PortInUse(OSError):
     """A port this process must listen on is taken."""
 
@@ -263,7 +268,18 @@ def check_port_free(host: str, port: int, what: str) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise PortInUse(port, what, host) from None
-            raise OSError(f"cannot listen on {host}:{port} ({what}): {exc.strerror}") from None
+            raise StartRefused(f"cannot listen on {host}:{port} ({what}): {exc.strerror}") from None
+
+
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def local_address(bind_address: str, port: int) -> str:
+    """Where a process on this machine reaches a server bound to
+    ``bind_address`` (its advertised name may not resolve here)."""
+    if bind_address in ("::", "[::]"):
+        return f"[::1]:{port}"
+    return f"{'127.0.0.1' if bind_address in WILDCARDS else bind_address}:{port}"
 
 
 def advertised(bind_address: str, advertised_address: str) -> str:
@@ -273,7 +289,7 @@ def advertised(bind_address: str, advertised_address: str) -> str:
     name, which its peers resolve)."""
     if advertised_address:
         return advertised_address
-    if bind_address in ("0.0.0.0", "::", ""):
+    if bind_address in WILDCARDS:
         return socket.gethostname()
     return bind_address
 
@@ -306,23 +322,33 @@ async def bind(server: grpc.aio.Server, host: str, port: int) -> int:
     if bound == 0:
         if port > 0:
             check_port_free(host, port, "gRPC")
-        raise OSError(f"cannot listen on {host}:{port} (gRPC)")
+        raise StartRefused(f"cannot listen on {host}:{port} (gRPC)")
     return bound
 
 
 async def bounded_shutdown(
-    steps: Callable[[], Awaitable[None]], timeout_s: float, log: logging.Logger, what: str
+    steps: Callable[[], Awaitable[None]], deadline: float, log: logging.Logger, what: str
 ) -> None:
-    """Run a server's stop ``steps`` for at most ``timeout_s``. What is left
-    when time is up (calls to an unreachable metastore or bookie) is
-    abandoned: the process exits anyway, and what it held in the metastore
-    (sessions, ownership) expires with its session."""
+    """Run one of a server's stop steps until ``deadline`` (the event loop's
+    clock) at the latest; the steps of one stop share that deadline, so time
+    one does not use is left to the next. A step that times out (calls to an
+    unreachable metastore or bookie) or fails is given up and logged: the
+    process exits anyway, and what it held in the metastore (sessions,
+    ownership) expires with its session."""
+    timeout_s = max(0.05, deadline - asyncio.get_running_loop().time())
     try:
         await asyncio.wait_for(steps(), timeout_s)
     except TimeoutError:
-        log.warning(
-            "%s did not finish within its %g s of shutdown_timeout_s; given up", what, timeout_s
-        )
+        log.warning("%s did not finish in time (shutdown_timeout_s); given up", what)
+    except Exception:
+        log.exception("%s failed while stopping; going on", what)
+
+
+def stop_deadline(timeout_s: float, share: float = 0.8) -> float:
+    """The shared deadline of the stop steps that wait on other processes:
+    ``share`` of ``shutdown_timeout_s`` from now; the rest is kept for the
+    local ones (closing RocksDB, the Raft journal) before ``exit_deadline``."""
+    return asyncio.get_running_loop().time() + timeout_s * share
 
 
 def exit_deadline(timeout_s: float) -> None:

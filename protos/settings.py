@@ -74,7 +74,8 @@ def shutdown_timeout_setting() -> Any:
         10.0,
         "Longest time from SIGTERM to exit. Steps that wait on an unreachable metastore "
         "or bookie are given up when it runs out; what the process held in the metastore "
-        "expires with its session.",
+        "expires with its session. Under `magnetar standalone` / `local-cluster` a child "
+        "gets its role's share of their --shutdown-timeout-s, or this if it is lower.",
     )
 
 

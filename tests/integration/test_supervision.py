@@ -212,7 +212,7 @@ def test_a_child_left_running_by_a_dead_supervisor_is_reported_not_taken_over(tm
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=5,
+            timeout=15,  # it first gives the holder 5 s to go (a supervisor just killed)
         )
         assert out.returncode == 1
         assert f"in use by pid {orphan.pid} (metastore), left running by an earlier" in out.stderr
@@ -291,3 +291,37 @@ def test_what_processes_advertise_is_advertised_address_not_the_bind_address(tmp
         assert _listening_on(int(e["broker"].rpartition(":")[2])) == {"127.0.0.1"}
     finally:
         cluster.stop()
+
+
+def test_a_supervisor_checks_its_children_where_they_listen_not_where_they_are_advertised(tmp_path):
+    """An advertised name this machine cannot resolve (a public DNS name, a
+    pod name) does not stop the standalone from starting."""
+    config = tmp_path / "magnetar.toml"
+    config.write_text(
+        "".join(
+            f'[{r}]\nadvertised_address = "magnetar-test.invalid"\n'
+            for r in ("metastore", "bookie", "broker")
+        )
+    )
+    cluster = StandaloneCluster(tmp_path / "data", ["--config", str(config)]).start()
+    try:
+        assert cluster.service_url.startswith("magnetar://magnetar-test.invalid:")
+        assert cluster.endpoints["states"] == dict.fromkeys(
+            ("metastore", "bookie", "broker"), "running"
+        )
+    finally:
+        cluster.stop()
+
+
+def test_a_bad_peer_list_is_one_line(tmp_path):
+    out = subprocess.run(
+        [*MAGNETAR, "metastore", "--data-dir", str(tmp_path), "--id", "1", "--peers", "1=nonsense"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=5,
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "Error: peer '1=nonsense': expected ID=HOST:CLIENT_PORT:RAFT_PORT"
+    ]

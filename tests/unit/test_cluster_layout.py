@@ -60,3 +60,14 @@ def test_peers_decide_a_node_s_advertised_host_and_a_different_one_is_refused():
     assert ClusterLayout.from_settings(same, 0, 0).client_address == "h2:2479"
     with pytest.raises(ValueError, match="advertised_address 'h9' differs"):
         ClusterLayout.from_settings(replace(same, advertised_address="h9"), 0, 0)
+
+
+def test_a_metastore_of_a_cluster_listens_where_its_peers_look_for_it_unless_told_otherwise():
+    from metastore.server import _ports
+
+    _, bind, port, raft_port = _ports(MetastoreSettings(node_id="2", peers=PEERS))
+    assert (bind, port, raft_port) == ("h2", 2479, 2480)
+    told = MetastoreSettings(node_id="2", peers=PEERS, bind_address="0.0.0.0")
+    assert _ports(told)[1] == "0.0.0.0"
+    one_node = MetastoreSettings(port=7000, raft_port=7001)
+    assert _ports(one_node)[1:] == ("127.0.0.1", 7000, 7001)

@@ -104,3 +104,30 @@ def test_every_pair_outside_the_table_is_refused(state, event):
 def test_down_is_final_and_running_waits_on_nothing_but_the_process():
     assert next_event(ChildLife(D, started_at=0), 1e9, POLICY) is None
     assert next_event(ChildLife(R, started_at=0), 1e9, POLICY) is None
+
+
+def test_the_stop_budget_is_shared_by_role_and_a_lower_setting_is_kept(tmp_path):
+    from broker.standalone import Standalone
+
+    def sup(config: str | None, total: float) -> Standalone:
+        return Standalone(
+            tmp_path / "data",
+            metastore_port=0,
+            raft_port=0,
+            bookie_port=0,
+            broker_port=0,
+            metrics_ports=(-1, -1, -1),
+            config_file=config,
+            shutdown_timeout_s=total,
+        )
+
+    default = sup(None, 10)  # brokers by 6 s, bookies by 8 s, metastores by 10 s; 0.5 s margin
+    assert [default.child_timeout_s(r) for r in ("broker", "bookie", "metastore")] == [
+        5.5,
+        1.5,
+        1.5,
+    ]
+    config = tmp_path / "m.toml"
+    config.write_text("[broker]\nshutdown_timeout_s = 3\n[bookie]\nshutdown_timeout_s = 30\n")
+    mixed = sup(str(config), 20)
+    assert [mixed.child_timeout_s(r) for r in ("broker", "bookie", "metastore")] == [3, 3.5, 3.5]
