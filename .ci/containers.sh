@@ -76,8 +76,9 @@ containers_down() {
     iptables-restore <"$IPTABLES_SAVED" 2>/dev/null || iptables -P FORWARD ACCEPT
     rm -f "$IPTABLES_SAVED"
   else
+    # Nothing saved to put back: only undo what breaks other bridges (the
+    # FORWARD DROP policy), never flush rules this script did not make.
     iptables -P FORWARD ACCEPT 2>/dev/null || true
-    for t in filter nat; do iptables -t $t -F 2>/dev/null; iptables -t $t -X 2>/dev/null; done
   fi
   echo "${IP_FORWARD_SAVED:-0}" >/proc/sys/net/ipv4/ip_forward 2>/dev/null || true
   echo "container stage: dockerd stopped, host iptables and ip_forward restored"

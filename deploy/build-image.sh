@@ -55,6 +55,8 @@ build_local_base() {
 ctx=$(mktemp -d /var/tmp/magnetar-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 step "wheels of magnetar and its dependencies"
+# setuptools reuses build/lib: a module deleted from the source would stay in the wheel.
+rm -rf build
 "$PY" -m pip wheel -q --disable-pip-version-check -w "$ctx/wheels" . >"$ctx/pip.log" 2>&1 || {
   cat "$ctx/pip.log" >&2; exit 1; }
 cp deploy/Dockerfile "$ctx/Dockerfile"

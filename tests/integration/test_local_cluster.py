@@ -142,6 +142,18 @@ def _start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, dict]:
     return proc, json.loads(endpoints_file.read_text())
 
 
+def _writing_bookie(tmp_path: Path, metastores: list[str]) -> str:
+    """The name of a bookie in the last ensemble of the newest open ledger."""
+    run = tmp_path / "data-cluster" / "run"
+    names = {
+        json.loads(f.read_text())["bookie_id"]: f.name.split(".")[0]
+        for f in run.glob("bookie-*.ready.json")
+    }
+    open_ledgers = [md for md in _ledgers(",".join(metastores)) if md["state"] == "OPEN"]
+    newest = max(open_ledgers, key=lambda md: md["ctime_ms"])
+    return names[newest["ensembles"][-1][1][0]]
+
+
 def _states(tmp_path: Path) -> dict:
     return json.loads((tmp_path / "data-cluster" / "endpoints.json").read_text())  # type: ignore[no-any-return]
 
@@ -172,10 +184,16 @@ def test_local_cluster_keeps_serving_through_the_death_of_a_bookie_and_of_the_ow
                     acked.append(f"{tag}{i}".encode())
 
             send("a")
-            for victim in ("bookie-1", "broker-0"):
-                pid = _states(tmp_path)["pids"][victim]
+            # A bookie the topic's ledger is being written to, then the owner.
+            for victim in (_writing_bookie(tmp_path, endpoints["metastores"]), "broker-0"):
+                before = _states(tmp_path)["pids"]
+                pid = before[victim]
                 os.kill(pid, signal.SIGKILL)
                 send(victim)  # resumes by itself once the others took over
+                now = _states(tmp_path)
+                others = {n: p for n, p in before.items() if n != victim}
+                assert {n: now["pids"][n] for n in others} == others  # the rest kept running
+                assert all(now["states"][n] == "running" for n in others)
                 wait_for(
                     lambda v=victim, p=pid: (
                         _states(tmp_path)["states"][v] == "running"  # type: ignore[misc]
