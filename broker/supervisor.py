@@ -28,6 +28,7 @@ that dies (``broker/supervision.py`` decides when), and stops them all.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import signal
@@ -68,7 +69,7 @@ class Child:
     info: dict = field(default_factory=dict)
 
 
-class Supervisor:
+class Supervisor(abc.ABC):
     """Start, watch, restart and stop child server processes. Subclasses say
     what to start (:meth:`start_children`) and which fixed ports that takes
     (:meth:`planned_ports`)."""
@@ -95,18 +96,18 @@ class Supervisor:
 
     # ------------------------------------------------------------ subclass API
 
+    @abc.abstractmethod
     def planned_ports(self) -> list[tuple[str, int, str]]:
         """(role, port, what) of every fixed port the children will listen on."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def start_children(self) -> dict:
         """Start every child (in dependency order, waiting for each to be
         ready) and return the endpoints to publish."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def child_dirs(self) -> list[Path]:
         """The data directories the children will lock."""
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- start
 

@@ -28,6 +28,13 @@ FREE_PORTS = [
 ]
 
 
+def _magnetar(*args: str, timeout_s: float = 5) -> subprocess.CompletedProcess[str]:
+    """``magnetar ARGS``, which must end within ``timeout_s`` (a refusal is at once)."""
+    return subprocess.run(
+        [*MAGNETAR, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s
+    )
+
+
 def _produce(url: str, topic: str, n: int, tag: str) -> list[bytes]:
     """Send ``n`` messages; returns the ones acknowledged (all of them)."""
     sent = [f"{tag}{i}".encode() for i in range(n)]
@@ -98,13 +105,7 @@ def test_a_second_standalone_on_the_same_data_dir_is_refused_and_the_first_keeps
 ):
     cluster = fresh_cluster.start()
     assert cluster.proc is not None
-    second = subprocess.run(
-        [*MAGNETAR, "standalone", "--data-dir", str(cluster.data_dir), *FREE_PORTS],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=5,
-    )
+    second = _magnetar("standalone", "--data-dir", str(cluster.data_dir), *FREE_PORTS)
     assert second.returncode == 1
     assert f"is in use by pid {cluster.proc.pid} (magnetar standalone)" in second.stderr, (
         second.stderr
@@ -113,15 +114,9 @@ def test_a_second_standalone_on_the_same_data_dir_is_refused_and_the_first_keeps
     acked = _produce(cluster.service_url, topic, 5, "s")
     assert _consume_all(cluster.service_url, topic, "second", 5) == acked
     # A bare metastore on the standalone's metastore directory is refused too.
-    ms = subprocess.run(
-        [
-            *(*MAGNETAR, "metastore", "--data-dir", str(cluster.data_dir / "metastore")),
-            *("--port", "0", "--raft-port", "0", "--metrics-port", "-1"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=5,
+    ms = _magnetar(
+        *("metastore", "--data-dir", str(cluster.data_dir / "metastore")),
+        *("--port", "0", "--raft-port", "0", "--metrics-port", "-1"),
     )
     assert ms.returncode == 1
     assert f"pid {cluster.endpoints['pids']['metastore']} (metastore)" in ms.stderr, ms.stderr
@@ -138,13 +133,7 @@ def test_a_second_standalone_on_the_same_data_dir_is_refused_and_the_first_keeps
 def test_a_taken_port_stops_standalone_at_once_with_one_line(tmp_path, taken_port, flag, what):
     args = list(FREE_PORTS)
     args[args.index(flag) + 1] = str(taken_port)
-    out = subprocess.run(
-        [*MAGNETAR, "standalone", "--data-dir", str(tmp_path / "data"), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=5,
-    )
+    out = _magnetar("standalone", "--data-dir", str(tmp_path / "data"), *args)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
         f"magnetar: port {taken_port} ({what}) is in use on 127.0.0.1"
@@ -156,18 +145,8 @@ def test_a_taken_port_stops_standalone_at_once_with_one_line(tmp_path, taken_por
 def test_a_taken_port_stops_a_metastore_at_once_with_one_line(tmp_path, taken_port, flag):
     args = {"--port": "0", "--raft-port": "0", "--metrics-port": "-1", flag: str(taken_port)}
     what = {"--raft-port": "raft", "--port": "gRPC", "--metrics-port": "metrics"}[flag]
-    out = subprocess.run(
-        [
-            *MAGNETAR,
-            "metastore",
-            "--data-dir",
-            str(tmp_path),
-            *(a for kv in args.items() for a in kv),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=5,
+    out = _magnetar(
+        "metastore", "--data-dir", str(tmp_path), *(a for kv in args.items() for a in kv)
     )
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
@@ -207,13 +186,8 @@ def test_a_child_left_running_by_a_dead_supervisor_is_reported_not_taken_over(tm
     )
     try:
         wait_for(lambda: (data / "metastore" / "magnetar.lock").exists(), 10, "the orphan")
-        out = subprocess.run(
-            [*MAGNETAR, "standalone", "--data-dir", str(data), *FREE_PORTS],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=15,  # it first gives the holder 5 s to go (a supervisor just killed)
-        )
+        # The supervisor first gives the holder 5 s to go (one just killed).
+        out = _magnetar("standalone", "--data-dir", str(data), *FREE_PORTS, timeout_s=15)
         assert out.returncode == 1
         assert f"in use by pid {orphan.pid} (metastore), left running by an earlier" in out.stderr
         assert orphan.poll() is None
@@ -314,13 +288,7 @@ def test_a_supervisor_checks_its_children_where_they_listen_not_where_they_are_a
 
 
 def test_a_bad_peer_list_is_one_line(tmp_path):
-    out = subprocess.run(
-        [*MAGNETAR, "metastore", "--data-dir", str(tmp_path), "--id", "1", "--peers", "1=nonsense"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=5,
-    )
+    out = _magnetar("metastore", "--data-dir", str(tmp_path), "--id", "1", "--peers", "1=nonsense")
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
         "Error: peer '1=nonsense': expected ID=HOST:CLIENT_PORT:RAFT_PORT"
