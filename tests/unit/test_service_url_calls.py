@@ -98,6 +98,11 @@ def test_a_broker_that_dies_after_answering_is_left_for_the_next(first_listed_fi
         try:
             assert (await conns.lookup("t")).address == a.address
             await server_a.stop(None)  # what kill -9 looks like to the client
+            channel = conns.get(a.address).channel
+            if channel.get_state() == grpc.ChannelConnectivity.READY:  # not noticed yet
+                await asyncio.wait_for(
+                    channel.wait_for_state_change(grpc.ChannelConnectivity.READY), 5
+                )
             with pytest.raises(ConnectError, match=a.address):
                 await conns.get(a.address).ensure_ready(5)
             assert (await conns.lookup("t")).address == b.address
