@@ -93,108 +93,37 @@ def main() -> None:
     "--peers",
     help="Every node, this one included: ID=HOST:CLIENT_PORT:RAFT_PORT, comma-separated.",
 )
-def metastore(
-    config: Text,
-    pairs: tuple[str, ...],
-    port: Port,
-    bind_address: Text,
-    advertised_address: Text,
-    metrics_port: Port,
-    ready_file: Text,
-    data_dir: Text,
-    raft_port: Port,
-    node_id: Text,
-    peers: Text,
-) -> None:
+def metastore(config: Text, pairs: tuple[str, ...], ready_file: Text, **flags: Any) -> None:
     """Run a metastore node (one node, or one of a Raft cluster with --id/--peers)."""
     from metastore.server import serve
     from metastore.settings import MetastoreSettings
 
-    settings = _load(
-        MetastoreSettings,
-        "metastore",
-        config,
-        _overrides(
-            pairs,
-            port=port,
-            bind_address=bind_address,
-            advertised_address=advertised_address,
-            metrics_port=metrics_port,
-            data_dir=data_dir,
-            raft_port=raft_port,
-            node_id=node_id,
-            peers=peers,
-        ),
-    )
+    settings = _load(MetastoreSettings, "metastore", config, _overrides(pairs, **flags))
     _serve(serve(settings, ready_file))
 
 
 @main.command()
 @with_common
 @click.option("--data-dir", help="Entry store directory.")
-@click.option("--metastore", "metastore_addr", help="Metastore address(es).")
-def bookie(
-    config: Text,
-    pairs: tuple[str, ...],
-    port: Port,
-    bind_address: Text,
-    advertised_address: Text,
-    metrics_port: Port,
-    ready_file: Text,
-    data_dir: Text,
-    metastore_addr: Text,
-) -> None:
+@click.option("--metastore", help="Metastore address(es).")
+def bookie(config: Text, pairs: tuple[str, ...], ready_file: Text, **flags: Any) -> None:
     """Run a bookie."""
     from bookie.server import serve
     from bookie.settings import BookieSettings
 
-    settings = _load(
-        BookieSettings,
-        "bookie",
-        config,
-        _overrides(
-            pairs,
-            port=port,
-            bind_address=bind_address,
-            advertised_address=advertised_address,
-            metrics_port=metrics_port,
-            data_dir=data_dir,
-            metastore=metastore_addr,
-        ),
-    )
+    settings = _load(BookieSettings, "bookie", config, _overrides(pairs, **flags))
     _serve(serve(settings, ready_file))
 
 
 @main.command()
 @with_common
-@click.option("--metastore", "metastore_addr", help="Metastore address(es).")
-def broker(
-    config: Text,
-    pairs: tuple[str, ...],
-    port: Port,
-    bind_address: Text,
-    advertised_address: Text,
-    metrics_port: Port,
-    ready_file: Text,
-    metastore_addr: Text,
-) -> None:
+@click.option("--metastore", help="Metastore address(es).")
+def broker(config: Text, pairs: tuple[str, ...], ready_file: Text, **flags: Any) -> None:
     """Run a broker."""
     from broker.server import serve
     from broker.settings import BrokerSettings
 
-    settings = _load(
-        BrokerSettings,
-        "broker",
-        config,
-        _overrides(
-            pairs,
-            port=port,
-            bind_address=bind_address,
-            advertised_address=advertised_address,
-            metrics_port=metrics_port,
-            metastore=metastore_addr,
-        ),
-    )
+    settings = _load(BrokerSettings, "broker", config, _overrides(pairs, **flags))
     _serve(serve(settings, ready_file))
 
 
