@@ -45,7 +45,7 @@ class GroupCommitter:
         on_group_done: Callable[
             [list[Callable[[BaseException | None], None]], BaseException | None], None
         ],
-        observe: Callable[[int, float], None] | None = None,
+        observe: Callable[[int, int, float], None] | None = None,
     ) -> None:
         self.observe = observe
         self.store = store
@@ -58,6 +58,7 @@ class GroupCommitter:
         self._stopping = False
         self.groups = 0
         self.entries_written = 0
+        self.queued_entries = 0  # submitted, not yet taken into a group
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
         self._thread.start()
 
@@ -73,6 +74,7 @@ class GroupCommitter:
             if self._stopping:
                 raise RuntimeError("the bookie is stopping")
             self._queue.append(_Item(write, entries, size, done))
+            self.queued_entries += entries
             self._cond.notify()
 
     def stop(self) -> None:
@@ -101,6 +103,7 @@ class GroupCommitter:
                 group.append(self._queue.popleft())
                 n += nxt.entries
                 size += nxt.size
+            self.queued_entries -= n
             return group
 
     def _run(self) -> None:
@@ -109,6 +112,7 @@ class GroupCommitter:
             if group is None:
                 return
             entries = sum(item.entries for item in group)
+            size = sum(item.size for item in group)
             exc: BaseException | None = None
             started = time.perf_counter()
             try:
@@ -119,5 +123,5 @@ class GroupCommitter:
             self.groups += 1
             self.entries_written += entries
             if self.observe is not None:
-                self.observe(entries, time.perf_counter() - started)
+                self.observe(entries, size, time.perf_counter() - started)
             self.on_group_done([item.done for item in group], exc)

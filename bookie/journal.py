@@ -36,6 +36,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -120,6 +121,7 @@ class Journal:
         # stale frames must never carry its new number.
         self.file_number = max((_number(p) for p in free), default=0)
         self._offset = 0
+        self.last_sync_s = 0.0  # how long the last append's fdatasync took
 
     def file_path(self, number: int) -> Path:
         return self.path / f"{number:016x}{_SUFFIX}"
@@ -182,7 +184,9 @@ class Journal:
             for i in range(0, len(parts), _IOV_MAX):
                 self._write_all(parts[i : i + _IOV_MAX])
             if self.sync:
+                started = time.perf_counter()
                 os.fdatasync(self._fd)
+                self.last_sync_s = time.perf_counter() - started
         except OSError:
             self._offset = self.max_file_bytes  # the next append starts a new file
             raise

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health as grpc_health
-from prometheus_client import Counter, Gauge, Histogram
 
 from bookie.entry_runs import check_records
 from bookie.group_commit import GroupCommitter
+from bookie.metrics import BookieMetrics
 from bookie.registration import check_cookie, load_cookie, register_forever, wait_registered
 from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
@@ -31,40 +31,9 @@ from protos.add_request import AddRequestView, decode_add_request
 from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
+from protos.http_endpoint import HttpEndpoint
 
 log = logging.getLogger("bookie")
-
-ADDS = Counter("magnetar_bookie_add_entries", "Entries added")
-ADD_BYTES = Counter("magnetar_bookie_add_bytes", "Payload bytes added")
-READS = Counter("magnetar_bookie_read_entries", "Entries read")
-ADD_LATENCY = Histogram(
-    "magnetar_bookie_add_latency_seconds",
-    "Add request latency, queueing to sync",
-    buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1.0),
-)
-
-
-GROUP_ENTRIES = Histogram(
-    "magnetar_bookie_group_commit_entries",
-    "Entries per group commit",
-    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000),
-)
-SYNC_LATENCY = Histogram(
-    "magnetar_bookie_journal_sync_seconds",
-    "Time of one group commit write (with fsync when journal_sync is on)",
-    buckets=(0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1.0),
-)
-READ_LATENCY = Histogram(
-    "magnetar_bookie_read_latency_seconds",
-    "Read request latency",
-    buckets=(0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1.0),
-)
-READ_ONLY = Gauge("magnetar_bookie_read_only", "1 when the bookie refuses normal adds")
-
-
-def _observe_group(entries: int, seconds: float) -> None:
-    GROUP_ENTRIES.observe(entries)
-    SYNC_LATENCY.observe(seconds)
 
 
 class _RequestError(Exception):
@@ -78,13 +47,14 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         self.store = store
         self.settings = settings
         self.loop = asyncio.get_running_loop()
+        self.metrics = BookieMetrics(store)
         self.committer = GroupCommitter(
             store,
             max_entries=settings.group_commit_max_entries,
             max_bytes=settings.group_commit_max_bytes,
             max_wait_ms=settings.group_commit_max_wait_ms,
             on_group_done=self._group_done,
-            observe=_observe_group,
+            observe=self._group_written,
         )
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bookie-read")
         self.bookie_id = ""
@@ -98,6 +68,15 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 cb(exc)
 
         self.loop.call_soon_threadsafe(run)
+
+    def _group_written(self, entries: int, size: int, seconds: float) -> None:
+        self.metrics.group_written(entries, size, seconds, self.store.journal.last_sync_s)
+
+    def render_metrics(self) -> bytes:
+        """``/metrics`` (called in a thread)."""
+        self.metrics.queued_entries = self.committer.queued_entries
+        self.metrics.read_only = self.read_only
+        return self.metrics.render()
 
     def stop(self) -> None:
         self.committer.stop()
@@ -147,6 +126,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         try:
             write, state = self._prepare_add(req)
         except _RequestError as exc:
+            self.metrics.add_request.record(False, 0.0, max(1, len(req.entries)))
             fut.set_result(
                 bookie_pb2.AddResponse(
                     request_id=req.request_id,
@@ -160,11 +140,14 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         size, n, max_lac = len(write.records.data), write.records.entries, write.records.max_lac
 
         def done(exc: BaseException | None) -> None:
+            latency_ms = (time.perf_counter() - started) * 1000
+            m = self.metrics
+            m.add_request.record(exc is None, latency_ms, n)
+            m.add_entry.record(exc is None, latency_ms, n)
             if exc is None:
                 state.lac = max(state.lac, max_lac)
-                ADDS.inc(n)
-                ADD_BYTES.inc(size)
-                ADD_LATENCY.observe(time.perf_counter() - started)
+                m.journal_add_entry.record(latency_ms, n)
+                m.write_bytes += size
                 resp = bookie_pb2.AddResponse(request_id=req.request_id, ledger_id=req.ledger_id)
             else:
                 resp = bookie_pb2.AddResponse(
@@ -202,12 +185,23 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- reads
 
+    def _count_read(self, started: float, entries: int, size: int, ok: bool = True) -> None:
+        """A read of ``entries`` entries (``size`` bytes) that began at ``started``."""
+        if entries == 0 and ok:
+            return
+        latency_ms = (time.perf_counter() - started) * 1000
+        self.metrics.read_request.record(ok, latency_ms, max(entries, 1))
+        self.metrics.read_entry.record(ok, latency_ms, max(entries, 1))
+        self.metrics.read_bytes += size
+
     async def ReadEntry(
         self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadEntryResponse:
+        started = time.perf_counter()
         got = await self.loop.run_in_executor(
             self.readers, self.store.get, request.ledger_id, request.entry_id
         )
+        self._count_read(started, 1, len(got[2]) if got is not None else 0, got is not None)
         if got is None:
             return bookie_pb2.ReadEntryResponse(
                 error=error(
@@ -223,7 +217,6 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     f"stored entry {request.entry_id} of ledger {request.ledger_id} is corrupt",
                 )
             )
-        READS.inc()
         return bookie_pb2.ReadEntryResponse(
             entry_id=request.entry_id, lac=lac, digest=digest, payload=payload
         )
@@ -245,6 +238,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         )
         first = request.first_entry_id
         while first <= request.last_entry_id:
+            started = time.perf_counter()
             rows = await self.loop.run_in_executor(
                 self.readers,
                 self.store.scan,
@@ -281,7 +275,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 resp.digests.append(digest)
                 resp.payloads.append(payload)
                 expected += 1
-            READS.inc(len(resp.entry_ids))
+            self._count_read(started, len(resp.entry_ids), sum(map(len, resp.payloads)))
             yield resp
             first = expected  # after a hole, the next pass reports it
 
@@ -353,8 +347,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 resp.lacs.append(lac)
                 resp.digests.append(digest)
                 resp.payloads.append(payload)
-            READS.inc(len(resp.entry_ids))
-            READ_LATENCY.observe(time.perf_counter() - started)
+            self._count_read(started, len(resp.entry_ids), sum(map(len, resp.payloads)))
             yield resp
 
     async def DeleteLedger(
@@ -394,7 +387,6 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         usage = shutil.disk_usage(self.store.path)
         percent = 100.0 * usage.used / usage.total if usage.total else 0.0
         read_only = percent >= self.settings.read_only_disk_usage_percent
-        READ_ONLY.set(1 if read_only else 0)
         if read_only == self.read_only:
             return False
         self.read_only = read_only
@@ -438,9 +430,9 @@ def open_service(settings: BookieSettings) -> BookieService:
 
 async def start_grpc(
     settings: BookieSettings, service: BookieService
-) -> tuple[grpc.aio.Server, grpc_health.HealthServicer, int, int]:
+) -> tuple[grpc.aio.Server, grpc_health.HealthServicer, int, HttpEndpoint | None, int]:
     """The started gRPC server (health NOT_SERVING), its health servicer,
-    gRPC port and metrics port."""
+    gRPC port, HTTP endpoint and its port."""
     server = grpc.aio.server(options=serving.grpc_options())
     # Add requests are read without copying their entries (protos/add_request.py).
     serving.add_servicer(
@@ -452,10 +444,17 @@ async def start_grpc(
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, settings.bind_address, settings.port)
-    metrics_port = serving.start_metrics(settings.bind_address, settings.metrics_port)
+    endpoint, metrics_port = await serving.start_http(
+        settings.bind_address,
+        settings.metrics_port,
+        serving.thread_render(service.render_metrics),
+        settings.http_max_connections,
+    )
+    if endpoint is not None:
+        endpoint.health.address = serving.local_address(settings.bind_address, port)
     await server.start()
     serving.tune_gc()
-    return server, health, port, metrics_port
+    return server, health, port, endpoint, metrics_port
 
 
 async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
@@ -474,7 +473,7 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     service = open_service(settings)
     store, bookie_id, data_dir = service.store, service.bookie_id, Path(settings.data_dir)
-    server, health, port, metrics_port = await start_grpc(settings, service)
+    server, health, port, endpoint, metrics_port = await start_grpc(settings, service)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{serving.advertised(settings.bind_address, settings.advertised_address)}:{port}"
@@ -499,24 +498,11 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     disk_watch = asyncio.create_task(watch_disk(service, info, changed))
     await wait_registered(metastore, bookie_id, stop)
     serving.set_serving(health, True)
-    serving.write_ready_file(
-        ready_file,
-        {
-            "grpc": address,
-            "local": serving.local_address(settings.bind_address, port),
-            "metrics": metrics_port,
-            "bookie_id": bookie_id,
-        },
-    )
-    log.info(
-        "bookie %s serving on %s:%d as %s (metrics %d, data %s)",
-        bookie_id,
-        settings.bind_address,
-        port,
-        address,
-        metrics_port,
-        data_dir,
-    )
+    local = serving.local_address(settings.bind_address, port)
+    ready = {"grpc": address, "local": local, "metrics": metrics_port, "bookie_id": bookie_id}
+    serving.write_ready_file(ready_file, ready)
+    log.info("bookie %s serving on %s as %s (metrics %d, data %s)",
+             bookie_id, local, address, metrics_port, data_dir)  # fmt: skip
     await stop.wait()
     log.info("bookie stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
@@ -534,7 +520,8 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
         registration.cancel()
         service.stop()
         store.close()  # the journal and RocksDB close cleanly whatever the metastore does
-    await serving.bounded_shutdown(
-        metastore.close, deadline + settings.shutdown_timeout_s * 0.1, log, "closing the client"
-    )
+    last = deadline + settings.shutdown_timeout_s * 0.1
+    await serving.bounded_shutdown(metastore.close, last, log, "closing the client")
+    if endpoint is not None:
+        await serving.bounded_shutdown(endpoint.close, last, log, "closing HTTP")
     log.info("bookie stopped")

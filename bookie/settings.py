@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from protos.settings import (
     advertised_address_setting,
     bind_address_setting,
+    http_max_connections_setting,
     malloc_arenas_setting,
     malloc_trim_threshold_mb_setting,
+    metrics_port_setting,
     setting,
     shutdown_timeout_setting,
 )
@@ -19,7 +21,8 @@ class BookieSettings:
     bind_address: str = bind_address_setting()
     advertised_address: str = advertised_address_setting()
     port: int = setting(3181, "gRPC port (0 = pick a free port).")
-    metrics_port: int = setting(8000, "Prometheus /metrics port (0 = free port, -1 = off).")
+    metrics_port: int = metrics_port_setting(8000)
+    http_max_connections: int = http_max_connections_setting()
     data_dir: str = setting("./data/bookie", "Directory of the RocksDB entry store and cookie.")
     metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
     bookie_id: str = setting(

@@ -30,6 +30,8 @@ class DelayedDeliveryTracker:
         self.max_tracked = max_tracked
         self._by_time: SortedList = SortedList()  # (deliver_at_ms, position)
         self._payload: dict[Position, Any] = {}
+        self._messages: dict[Position, int] = {}
+        self.messages = 0  # messages of the tracked entries
 
     def is_delayed(self, deliver_at_ms: int, now_ms: int) -> bool:
         """Does an entry with this deliver-at time wait at ``now_ms``?"""
@@ -42,11 +44,15 @@ class DelayedDeliveryTracker:
     def full(self) -> bool:
         return len(self._payload) >= self.max_tracked
 
-    def add(self, pos: Position, deliver_at_ms: int, payload: Any = None) -> None:
+    def add(
+        self, pos: Position, deliver_at_ms: int, payload: Any = None, messages: int = 1
+    ) -> None:
         assert not self.full, "the caller checks full before reading more entries"
         if pos in self._payload:
             return
         self._payload[pos] = payload
+        self._messages[pos] = messages
+        self.messages += messages
         self._by_time.add((deliver_at_ms, pos))
 
     def due(self, now_ms: int) -> list[tuple[Position, Any]]:
@@ -55,6 +61,7 @@ class DelayedDeliveryTracker:
         while self._by_time and self._by_time[0][0] - slack <= now_ms:
             _, pos = self._by_time.pop(0)
             out.append((pos, self._payload.pop(pos)))
+            self.messages -= self._messages.pop(pos)
         return out
 
     def next_wakeup_ms(self) -> int | None:
@@ -67,6 +74,8 @@ class DelayedDeliveryTracker:
     def clear(self) -> None:
         self._by_time.clear()
         self._payload.clear()
+        self._messages.clear()
+        self.messages = 0
 
     def __len__(self) -> int:
         return len(self._payload)

@@ -108,7 +108,7 @@ class DispatchContext(Protocol):
 
     def active_consumer(self) -> Consumer | None: ...
 
-    def count_out(self, entries: int, messages: int, size: int) -> None: ...
+    def count_out(self, messages: int, size: int, redelivered: int) -> None: ...
 
 
 class Dispatcher:
@@ -209,13 +209,15 @@ class Dispatcher:
     def _can_read_more(self) -> bool:
         return self.delayed is None or not self.delayed.full
 
-    def _hold_if_delayed(self, pos: Position, deliver_at: int, payload: object = None) -> bool:
+    def _hold_if_delayed(
+        self, pos: Position, deliver_at: int, payload: object = None, messages: int = 1
+    ) -> bool:
         """Keep an entry whose deliver-at time has not come; True if kept."""
         if self.delayed is None:
             return False
         if not self.delayed.is_delayed(deliver_at, int(time.time() * 1000)):
             return False
-        self.delayed.add(pos, deliver_at, payload)
+        self.delayed.add(pos, deliver_at, payload, messages)
         self._arm_delayed()
         return True
 
@@ -293,8 +295,8 @@ class Dispatcher:
                 )
             sent += n
             size += len(data)
-        pending.delivered(consumer, [(pos, n) for pos, _, n in batch])
-        self.sub.count_out(len(batch), sent, size)
+        again = pending.delivered(consumer, [(pos, n) for pos, _, n in batch])
+        self.sub.count_out(sent, size, again)
         consumer.deliver(out, sent, size)
 
 
@@ -430,7 +432,7 @@ class SharedDispatcher(Dispatcher):
         batch: Batch = []
         for pos, data in self._read_fresh(fresh):
             facts = entry_facts(data)
-            if not self._hold_if_delayed(pos, facts.deliver_at_ms):
+            if not self._hold_if_delayed(pos, facts.deliver_at_ms, None, facts.messages):
                 batch.append((pos, data, facts.messages))
         return batch
 

@@ -164,7 +164,7 @@ class KeySharedDispatcher(Dispatcher):
         for pos, entry in fresh:
             facts = entry_facts(entry)
             slot, n = facts.slot, facts.messages
-            if not self._hold_if_delayed(pos, facts.deliver_at_ms, (slot, n)):
+            if not self._hold_if_delayed(pos, facts.deliver_at_ms, (slot, n), n):
                 candidates.append(Candidate((pos, entry, n, slot), slot, n))
         ready = [c for c in self.sub.consumers if self._can_take(c)]
         out = assign(candidates, KeySharedRule(self.tracker), self._room(ready))

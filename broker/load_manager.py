@@ -96,6 +96,7 @@ class LoadManager:
         self._nic_bytes_per_s = s.load_balancer_override_broker_nic_speed_gbps * 1e9 / 8
         self._last_round = time.monotonic()
         self.shed_rounds = 0
+        self.last_report: dict | None = None  # what the pulsar_lb_* series show
 
     # ---------------------------------------------------------------- the report
 
@@ -157,11 +158,13 @@ class LoadManager:
         session = self.ownership.session
         if session is None or session.lost:
             return
+        report = self.report()
         await self.metastore.put(
             metadata_paths.broker_load(self.address),
-            json.dumps(self.report()).encode(),
+            json.dumps(report).encode(),
             session_id=session.id,
         )
+        self.last_report = report
 
     # ---------------------------------------------------------------- leadership
 
@@ -247,7 +250,10 @@ class LoadManager:
             time.time(),
             s.load_balancer_shedding_grace_period_minutes * 60,
         )
+        metrics = self.topics.metrics
+        metrics.broker_unloads += len({owner for _, owner in decisions})
         for bundle, owner in decisions:
+            metrics.bundles_unloaded += 1
             log.info("load manager: unloading %s from %s (overloaded)", bundle, owner)
             await self._record_move(bundle)
             await self._ask(owner, bundle, split=False)
@@ -263,6 +269,7 @@ class LoadManager:
         for ns in set(namespace_of.values()):
             counts[ns] = len((await self.ownership.bundles_of(ns, fresh=True)).bundles)
         for bundle in split_candidates(loads, namespace_of, counts, self.thresholds):
+            self.topics.metrics.bundles_split += 1
             log.info("load manager: splitting %s on %s (over a threshold)", bundle, owners[bundle])
             await self._ask(owners[bundle], bundle, split=True)
 

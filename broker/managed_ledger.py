@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import Protocol
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import CLOSED, LedgerFencedError, LedgerMetadata
 from bookie.ledger_writer import LedgerWriter
+from broker import ledger_list
 from broker.cursor import CursorState, Position
 from broker.entry_cache import EntryCache
 from broker.ledger_rules import (
@@ -36,9 +36,10 @@ from broker.ledger_rules import (
     idle_rollover_due,
     should_roll,
 )
+from broker.message_counts import MessageCounts
+from broker.metrics import TopicMetrics
 from metastore.client import BadVersionError, MetastoreClient
 from protos import common_pb2, metadata_paths
-from protos.entry import parse_metadata
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
 
@@ -81,6 +82,7 @@ class ManagedLedger:
         cache: EntryCache,
         max_outstanding_adds: int,
         rollover: RolloverPolicy | None = None,
+        metrics: TopicMetrics | None = None,
     ) -> None:
         self.topic = topic
         self.key = metadata_paths.managed_ledger(topic)
@@ -98,6 +100,10 @@ class ManagedLedger:
         self._room.set()
         self.entries_added = 0
         self.bytes_added = 0
+        # Messages per entry of every ledger (backlogs count messages), and
+        # what the topic's metrics count of adds and reads.
+        self.message_counts = MessageCounts()
+        self.metrics = metrics if metrics is not None else TopicMetrics(topic, 60.0, "", False)
         self.rollover = rollover or RolloverPolicy()
         self.cursors: set[CursorMark] = set()
         self._writer_opened = time.monotonic()
@@ -124,8 +130,9 @@ class ManagedLedger:
     async def open(self) -> None:
         stat = await self.metastore.get(self.key)
         ids: list[int] = []
+        recorded: dict[int, int] = {}
         if stat is not None:
-            ids = [int(i) for i in json.loads(stat.value)["ledgers"]]
+            ids, recorded = ledger_list.decode(stat.value)
             self._version = stat.version
         kept = []
         for ledger_id in ids:
@@ -135,12 +142,16 @@ class ManagedLedger:
             if md.last_entry_id >= 0:
                 kept.append(ledger_id)
                 self.closed_ledgers[ledger_id] = md
+                self.message_counts.inherited(
+                    ledger_id, md.last_entry_id + 1, recorded.get(ledger_id)
+                )
             else:
                 await self.ledger_client.delete_ledger(ledger_id)
         e, qw, qa = self.quorums
         writer = await self.ledger_client.create_ledger(e, qw, qa)
         new_ids = [*kept, writer.ledger_id]
-        body = json.dumps({"ledgers": new_ids}).encode()
+        self.message_counts.new_ledger(writer.ledger_id)
+        body = self._encode_list(new_ids)
         try:
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
         except BadVersionError:
@@ -168,7 +179,21 @@ class ManagedLedger:
                 await writer.close()
             except MagnetarServerError as exc:
                 log.warning("%s: closing ledger %d: %s", self.topic, writer.ledger_id, exc)
-        self.cache.clear()
+            else:
+                await self._record_totals(writer)
+
+    async def _record_totals(self, closed: LedgerWriter) -> None:
+        """Write the ledger list again with the message total of the ledger
+        just closed, so the next owner's backlogs count its messages exactly.
+        Best effort: a lost race only means the next owner estimates."""
+        if closed.lac < 0 or self.fenced_by_other:
+            return
+        try:
+            self._version = await self.metastore.put(
+                self.key, self._encode_list(self.ledger_ids), expected_version=self._version
+            )
+        except (BadVersionError, MagnetarServerError) as exc:
+            log.info("%s: message totals not recorded: %s", self.topic, exc)
 
     # ---------------------------------------------------------------- writes
 
@@ -190,10 +215,13 @@ class ManagedLedger:
             self._room.clear()
             await self._room.wait()
 
-    def add_entry(self, data: bytes, stored: Stored | None = None) -> asyncio.Future:
-        """Append; the future gives the entry's position once it is stored.
-        ``stored``, if given, is called with the outcome (True: stored) right
-        when the write ends, in the same callback: no extra loop turn."""
+    def add_entry(
+        self, data: bytes, stored: Stored | None = None, messages: int = 1
+    ) -> asyncio.Future:
+        """Append an entry of ``messages`` messages; the future gives its
+        position once it is stored. ``stored``, if given, is called with the
+        outcome (True: stored) right when the write ends, in the same
+        callback: no extra loop turn."""
         out: asyncio.Future = asyncio.get_running_loop().create_future()
         writer = self.writer
         if self.fenced_by_other or writer is None:
@@ -206,14 +234,18 @@ class ManagedLedger:
                 stored(False)
             return out
         inner = writer.add(data)
-        self._last_add = time.monotonic()
-        inner.add_done_callback(functools.partial(self._add_done, writer, data, out, stored))
+        self._last_add = started = time.monotonic()
+        inner.add_done_callback(
+            functools.partial(self._add_done, writer, data, messages, started, out, stored)
+        )
         return out
 
     def _add_done(
         self,
         writer: LedgerWriter,
         data: bytes,
+        messages: int,
+        started: float,
         out: asyncio.Future,
         stored: Stored | None,
         f: asyncio.Future,
@@ -222,6 +254,7 @@ class ManagedLedger:
             self._room.set()
         exc = f.exception()
         if exc is not None:
+            self.metrics.add_errors += 1
             self._add_failed(writer, out, exc)
             if stored is not None:
                 stored(False)
@@ -230,6 +263,8 @@ class ManagedLedger:
         self.cache.put(pos, data)
         self.entries_added += 1
         self.bytes_added += len(data)
+        self.message_counts.added(pos[0], pos[1], messages)
+        self._count_add(len(data), time.monotonic() - started)
         if not out.done():
             out.set_result(pos)
         if stored is not None:
@@ -238,6 +273,16 @@ class ManagedLedger:
             listener()
         if self._rolling is None and writer is self.writer and self._should_roll(writer):
             self._rolling = asyncio.get_running_loop().create_task(self._roll())
+
+    def _count_add(self, size: int, latency_s: float) -> None:
+        """Pulsar's storage figures of one stored entry (latency from the add
+        call, queueing in the broker included, as Pulsar measures it)."""
+        m = self.metrics
+        latency_ms = latency_s * 1000
+        m.writes.add(1, size)
+        m.write_latency.add(latency_ms, latency_s * 1e6)  # Pulsar sums microseconds
+        m.entry_size.add(size)
+        m.publish_latency_ms.record(latency_ms)
 
     def _add_failed(self, writer: LedgerWriter, out: asyncio.Future, exc: BaseException) -> None:
         if isinstance(exc, LedgerFencedError) and not self._recovering_own:
@@ -315,7 +360,8 @@ class ManagedLedger:
         e, qw, qa = self.quorums
         writer = await self.ledger_client.create_ledger(e, qw, qa)
         new_ids = [*self.ledger_ids, writer.ledger_id]
-        body = json.dumps({"ledgers": new_ids}).encode()
+        self.message_counts.new_ledger(writer.ledger_id)
+        body = self._encode_list(new_ids)
         try:
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
         except BadVersionError:
@@ -404,11 +450,12 @@ class ManagedLedger:
             if not doomed:
                 return
             kept = [i for i in self.ledger_ids if i not in doomed]
-            body = json.dumps({"ledgers": kept}).encode()
+            body = self._encode_list(kept)
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
             self.ledger_ids = kept
             for ledger_id in doomed:
                 self.closed_ledgers.pop(ledger_id, None)
+                self.message_counts.drop(ledger_id)
                 await self.ledger_client.delete_ledger(ledger_id)
                 self.trimmed += 1
             log.info("%s: deleted consumed ledgers %s", self.topic, doomed)
@@ -433,6 +480,9 @@ class ManagedLedger:
         """Where each durable cursor has acknowledged everything (non-durable
         cursors never hold data back)."""
         return [c.state.mark_delete_position for c in self.cursors if c.durable]
+
+    def _encode_list(self, ledger_ids: list[int]) -> bytes:
+        return ledger_list.encode(ledger_ids, self.message_counts.totals())
 
     # ---------------------------------------------------------------- positions
 
@@ -461,27 +511,6 @@ class ManagedLedger:
         """The mark-delete position that makes ``pos`` the next one delivered."""
         return pos[0], pos[1] - 1
 
-    async def find_by_publish_time(self, publish_time_ms: int) -> Position:
-        """The first stored entry published at or after ``publish_time_ms``
-        (the position after the last entry when none is)."""
-        last = self.last_confirmed
-        end = self.next_position(last) if last[1] >= 0 else self.first_position
-        for ledger_id in self.ledger_ids:
-            hi = self.last_entry_of(ledger_id)
-            if hi < 0:
-                continue
-            if await self._publish_time((ledger_id, hi)) < publish_time_ms:
-                continue  # the whole ledger is older
-            lo, top = 0, hi
-            while lo < top:  # first entry of this ledger with time >= t
-                mid = (lo + top) // 2
-                if await self._publish_time((ledger_id, mid)) >= publish_time_ms:
-                    top = mid
-                else:
-                    lo = mid + 1
-            return ledger_id, lo
-        return end
-
     def last_entry_of(self, ledger_id: int) -> int:
         """The last entry id of one of this topic's ledgers (-1 when empty)."""
         md = self.closed_ledgers.get(ledger_id)
@@ -490,12 +519,6 @@ class ManagedLedger:
         if self.writer is not None and self.writer.ledger_id == ledger_id:
             return int(self.writer.lac)
         return -1
-
-    async def _publish_time(self, pos: Position) -> int:
-        got = await self.read_entries(pos, 1, 64 * 1024 * 1024)
-        if not got:
-            return 0
-        return int(parse_metadata(got[0][1]).publish_time)
 
     def normalize(self, pos: Position) -> Position:
         """The first existing-or-future position at or after ``pos``."""
@@ -532,14 +555,17 @@ class ManagedLedger:
                 fetched = await self._read_from_bookies(pos, max_entries - len(out), last)
                 if not fetched:
                     break
-                for item in fetched:
-                    out.append(item)
-                    size += len(item[1])
+                fetched_size = sum(len(item[1]) for item in fetched)
+                self.cache.missed(len(fetched), fetched_size)
+                out.extend(fetched)
+                size += fetched_size
                 pos = self.next_position(fetched[-1][0])
                 continue
             out.append((pos, data))
             size += len(data)
             pos = self.next_position(pos)
+        if out:
+            self.metrics.reads.add(len(out), size)
         return out
 
     async def _read_from_bookies(

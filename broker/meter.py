@@ -1,25 +1,36 @@
-"""Message and byte counters with sliding-window rates.
+"""What the broker measures as traffic passes: counters with sliding-window
+rates (:class:`Meter`) and Pulsar's bucketed figures (:class:`StatsBuckets`).
 
-Every counter keeps at most ``_SAMPLES`` (time, total) samples, one per
-second at most; a rate is the growth of the total since the oldest sample
-within ``RATE_WINDOW_S`` divided by the time between them.
+A meter keeps at most ``_SAMPLES`` (time, total) samples, one per tenth of
+its window at most; a rate is the growth of the total since the oldest
+sample within the window divided by the time between them. The window is
+the broker's ``stats_update_frequency_in_secs``: ``topics stats``, the load
+reports and the Prometheus rates all read the same meters, so they agree.
+
+Stats buckets count values per band (not cumulatively, as Pulsar's
+``StatsBuckets``) and show the counts of the last complete stats interval:
+:meth:`StatsBuckets.roll` is called once per interval.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import time
 
-RATE_WINDOW_S = 10.0
+DEFAULT_WINDOW_S = 60.0
 _SAMPLES = 12
 
 
 class Meter:
     """Monotonic message and byte totals with sliding-window rates."""
 
-    __slots__ = ("_samples", "bytes", "msgs")
+    __slots__ = ("_samples", "_spacing_s", "bytes", "msgs", "window_s")
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float = DEFAULT_WINDOW_S) -> None:
+        assert window_s > 0, window_s
+        self.window_s = window_s
+        self._spacing_s = window_s / (_SAMPLES - 2)
         self.msgs = 0
         self.bytes = 0
         self._samples: collections.deque[tuple[float, int, int]] = collections.deque(
@@ -33,15 +44,55 @@ class Meter:
 
     def _sample(self) -> None:
         now = time.monotonic()
-        if not self._samples or now - self._samples[-1][0] >= 1.0:
+        if not self._samples or now - self._samples[-1][0] >= self._spacing_s:
             self._samples.append((now, self.msgs, self.bytes))
 
     def rates(self) -> tuple[float, float]:
-        """(messages/s, bytes/s) over the last RATE_WINDOW_S seconds."""
+        """(messages/s, bytes/s) over the last ``window_s`` seconds."""
         self._sample()
         now = time.monotonic()
-        old = next((s for s in self._samples if now - s[0] <= RATE_WINDOW_S), None)
+        old = next((s for s in self._samples if now - s[0] <= self.window_s), None)
         if old is None or now - old[0] <= 0:
             return 0.0, 0.0
         span = now - old[0]
         return (self.msgs - old[1]) / span, (self.bytes - old[2]) / span
+
+
+# Pulsar's bands: storage write latency in milliseconds, entry size in bytes.
+WRITE_LATENCY_BOUNDS_MS = (0.5, 1, 5, 10, 20, 50, 100, 200, 1000)
+ENTRY_SIZE_BOUNDS_BYTES = (128, 512, 1024, 2048, 4096, 16384, 102400, 1048576)
+
+
+class StatsBuckets:
+    """Counts of values per band over the last complete stats interval.
+
+    Band i holds values in (bounds[i-1], bounds[i]]; the last band holds
+    everything over the last bound (Pulsar's overflow). ``sum`` is in the
+    unit :meth:`add` is given.
+    """
+
+    __slots__ = ("_count", "_counts", "_sum", "bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        assert list(bounds) == sorted(bounds), bounds
+        self.bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)
+        self._sum = 0.0
+        self._count = 0
+        # The last complete interval: what is shown.
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def add(self, value: float, sum_value: float | None = None) -> None:
+        """Count ``value`` in its band; ``sum_value`` (default ``value``) is
+        what the sum adds (Pulsar sums latencies in microseconds)."""
+        self._counts[bisect.bisect_left(self.bounds, value)] += 1
+        self._sum += value if sum_value is None else sum_value
+        self._count += 1
+
+    def roll(self) -> None:
+        """The interval ended: show its counts, start the next from zero."""
+        self.counts, self._counts = self._counts, [0] * (len(self.bounds) + 1)
+        self.sum, self._sum = self._sum, 0.0
+        self.count, self._count = self._count, 0

@@ -18,6 +18,7 @@ import itertools
 from broker.dispatcher import entry_facts
 from broker.managed_cursor import ManagedCursor
 from broker.managed_ledger import Stored
+from broker.metrics import TopicMetrics
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.settings import BrokerSettings
 from broker.subscription import Subscription
@@ -57,8 +58,8 @@ class NullCursor:
 class NonPersistentTopic(TopicBase):
     persistent = False
 
-    def __init__(self, name: TopicName, settings: BrokerSettings) -> None:
-        super().__init__(name, settings)
+    def __init__(self, name: TopicName, settings: BrokerSettings, metrics: TopicMetrics) -> None:
+        super().__init__(name, settings, metrics)
         self._entry_ids = itertools.count()
         self._last: Position = (-1, -1)
 
@@ -66,7 +67,7 @@ class NonPersistentTopic(TopicBase):
     def last_position(self) -> Position:
         return self._last
 
-    def _store(self, entry: bytes, stored: Stored) -> asyncio.Future:
+    def _store(self, entry: bytes, messages: int, stored: Stored) -> asyncio.Future:
         pos = (NON_PERSISTENT_LEDGER_ID, next(self._entry_ids))
         facts = entry_facts(entry)
         for sub in list(self.subscriptions.values()):

@@ -36,7 +36,7 @@ class NonPersistentDispatcher(Dispatcher):
         # Nothing stays pending, so no slot ever has a holder.
         self.tracker = KeyHashTracker(selector) if selector is not None else None
         self.turn = RoundRobin()
-        self.dropped = Meter()
+        self.dropped = Meter(sub.settings.stats_update_frequency_in_secs)
 
     def trigger(self) -> None:
         pass  # nothing is stored, so there is nothing to catch up on
@@ -70,5 +70,5 @@ class NonPersistentDispatcher(Dispatcher):
             return
         (consumer,) = out.plan
         deliveries = Deliveries([pos[0]], [pos[1]], [0], [entry])
-        self.sub.count_out(1, messages, len(entry))
+        self.sub.count_out(messages, len(entry), 0)
         consumer.deliver(deliveries, messages, len(entry))

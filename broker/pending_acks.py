@@ -129,8 +129,9 @@ class PendingAcks(Generic[C]):
 
     # ------------------------------------------------------------ deliveries and acks
 
-    def delivered(self, consumer: C, entries: list[tuple[Position, int]]) -> None:
-        """``entries`` (position, messages) went out to ``consumer``."""
+    def delivered(self, consumer: C, entries: list[tuple[Position, int]]) -> int:
+        """``entries`` (position, messages) went out to ``consumer``: how many
+        of those messages went out again (given back before)."""
         holder = self._holder
         assert all(holder.get(pos, consumer) is consumer for pos, _ in entries), (
             f"pending at two consumers: {[p for p, _ in entries if holder.get(p, consumer) is not consumer]}"
@@ -149,6 +150,7 @@ class PendingAcks(Generic[C]):
         self.total_unacked += sent
         if again:
             self._redelivered[consumer] = self._redelivered.get(consumer, 0) + again
+        return again
 
     def acked(
         self, positions: list[Position], cumulative: bool, consumer: C | None

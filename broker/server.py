@@ -16,6 +16,8 @@ from bookie.ledger_client import LedgerClient, LedgerClientSettings
 from broker.admin_service import BrokerAdminService
 from broker.administration import Administration
 from broker.load_manager import LoadManager
+from broker.metrics import BrokerMetrics
+from broker.metrics_export import MetricsExporter
 from broker.namespaces import Namespaces
 from broker.ownership import Ownership
 from broker.service import BrokerService
@@ -41,6 +43,7 @@ class Core:
     ownership: Ownership
     topics: TopicRegistry
     load_manager: LoadManager
+    metrics: BrokerMetrics
 
 
 def build_core(settings: BrokerSettings, address: str) -> Core:
@@ -50,9 +53,10 @@ def build_core(settings: BrokerSettings, address: str) -> Core:
     )
     namespaces = Namespaces(metastore, settings)
     ownership = Ownership(metastore, namespaces, address, settings)
-    topics = TopicRegistry(settings, metastore, ledgers, namespaces, ownership)
+    metrics = BrokerMetrics(settings)
+    topics = TopicRegistry(settings, metastore, ledgers, namespaces, ownership, metrics)
     load_manager = LoadManager(settings, metastore, ownership, topics)
-    return Core(settings, metastore, ledgers, namespaces, ownership, topics, load_manager)
+    return Core(settings, metastore, ledgers, namespaces, ownership, topics, load_manager, metrics)
 
 
 class Registration:
@@ -125,7 +129,13 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     broker_pb2_grpc.add_BrokerAdminServicer_to_server(
         BrokerAdminService(Administration(core.topics, core.namespaces, core.ownership)), server
     )
-    metrics_port = serving.start_metrics(settings.bind_address, settings.metrics_port)
+    exporter = MetricsExporter(settings, core.topics, core.load_manager, address)
+    endpoint, metrics_port = await serving.start_http(
+        settings.bind_address, settings.metrics_port, exporter.render, settings.http_max_connections
+    )
+    local = serving.local_address(settings.bind_address, int(address.rpartition(":")[2]))
+    if endpoint is not None:
+        endpoint.health.address = local
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
@@ -134,7 +144,6 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     registration = Registration(core, stop)
     await registration.register()
     serving.set_serving(health, True)
-    local = serving.local_address(settings.bind_address, int(address.rpartition(":")[2]))
     serving.write_ready_file(ready_file, {"grpc": address, "local": local, "metrics": metrics_port})
     log.info(
         "broker serving on %s:%d as %s (metrics %d)",
@@ -146,11 +155,14 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     background = [
         asyncio.create_task(core.topics.housekeeping_forever()),
         asyncio.create_task(core.load_manager.run_forever()),
+        asyncio.create_task(exporter.roll_forever()),
     ]
     await stop.wait()
     log.info("broker stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
     await _stop(core, server, health, registration, background)
+    if endpoint is not None:
+        await endpoint.close()
 
 
 async def _stop(

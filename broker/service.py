@@ -11,6 +11,7 @@ never reaches another.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -66,6 +67,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Lookup(
         self, request: broker_pb2.LookupRequest, context: grpc.aio.ServicerContext
     ) -> broker_pb2.LookupResponse:
+        stats = self.topics.metrics.lookups
+        stats.pending += 1
+        started = time.monotonic()
         try:
             if self.topics.closing:
                 raise BrokerError("the broker is shutting down", common_pb2.SERVICE_NOT_READY)
@@ -73,7 +77,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 TopicName.parse(request.topic), request.authoritative
             )
         except Exception as exc:
+            stats.failures += 1
             return broker_pb2.LookupResponse(error=error_of(exc))
+        finally:
+            stats.pending -= 1
+            stats.latency_ms.record((time.monotonic() - started) * 1000)
+        if answer.redirect:
+            stats.redirects += 1
+        else:
+            stats.answers += 1
         return broker_pb2.LookupResponse(
             broker_url=answer.broker, redirect=answer.redirect, authoritative=answer.authoritative
         )

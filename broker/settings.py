@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from protos.settings import (
     advertised_address_setting,
     bind_address_setting,
+    http_max_connections_setting,
     malloc_arenas_setting,
     malloc_trim_threshold_mb_setting,
+    metrics_port_setting,
     setting,
     shutdown_timeout_setting,
 )
@@ -20,7 +22,8 @@ class BrokerSettings:
     bind_address: str = bind_address_setting()
     advertised_address: str = advertised_address_setting()
     port: int = setting(6650, "gRPC port for clients and admin (0 = pick a free port).")
-    metrics_port: int = setting(8080, "Prometheus /metrics port (0 = free port, -1 = off).")
+    metrics_port: int = metrics_port_setting(8080)
+    http_max_connections: int = http_max_connections_setting()
     metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
     cluster_name: str = setting("standalone", "Name of the cluster this broker belongs to.")
     max_message_size: int = setting(
@@ -213,6 +216,30 @@ class BrokerSettings:
     max_subscriptions_per_topic: int = setting(10000, "Subscriptions of one topic.")
     max_pending_publish_entries_per_producer: int = setting(
         10000, "Entries of one producer awaiting storage before the broker stops reading it."
+    )
+    stats_update_frequency_in_secs: float = setting(
+        60.0,
+        "The stats interval: rates in `topics stats`, load reports and Prometheus are the "
+        "growth over this many seconds (a sliding window), and Pulsar's bucketed gauges "
+        "(pulsar_storage_write_latency_le_*, pulsar_entry_size_le_*) and the summaries' "
+        "quantiles show the last complete interval.",
+    )
+    expose_topic_level_metrics_in_prometheus: bool = setting(
+        True,
+        "Topic and subscription series (labels topic, subscription) on /metrics; when off, "
+        "the same names are summed per namespace and no subscription series are exported "
+        "(for brokers with very many topics).",
+    )
+    split_topic_and_partition_label_in_prometheus: bool = setting(
+        False,
+        "Label a partition's series with its partitioned topic's name and partition=\"i\" "
+        '(partition="-1" for other topics) instead of the partition\'s own name.',
+    )
+    max_unloaded_topic_metrics: int = setting(
+        10000,
+        "Topics no longer served here whose counters are kept, so that a reload here goes on "
+        "counting where it stopped; beyond it the oldest are folded into their namespace's "
+        "totals.",
     )
     bookie_timeout_ms: int = setting(30000, "Add and read timeout towards bookies.")
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()

@@ -1,11 +1,19 @@
-"""Topic statistics with Pulsar's field names (``admin.topics.stats``).
+"""Topic statistics with Pulsar's field names (``admin.topics.stats``) and
+the figures the Prometheus exporter shows (:func:`topic_figures`): both read
+the same meters and the same backlog, so they agree.
 
-Rates come from :class:`broker.meter.Meter` (sliding window). Backlogs count entries, as Pulsar's
-``msgBacklog`` does.
+Rates come from :class:`broker.meter.Meter` (a sliding window of
+``stats_update_frequency_in_secs``). Backlogs count messages (a batch entry
+holds many; :mod:`broker.message_counts`): everything after the
+mark-delete position up to the last stored entry, less what is
+acknowledged individually and, with batch-index acknowledgement, the
+acknowledged messages of batches. ``backlogSize`` (bytes) is the largest
+subscription backlog in entries times the topic's average entry size.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.consumer import Consumer
@@ -17,41 +25,168 @@ from broker.subscription import Subscription
 from broker.topic import Topic, TopicBase
 from protos import common_pb2
 
+Position = tuple[int, int]
 
-def entries_between(topic: Topic, after: tuple[int, int], through: tuple[int, int]) -> int:
-    """Stored entries in (after, through]."""
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    entries: int = 0
+    messages: int = 0
+
+    def __sub__(self, other: Backlog) -> Backlog:
+        return Backlog(self.entries - other.entries, self.messages - other.messages)
+
+
+def backlog_between(topic: Topic, after: Position, through: Position) -> Backlog:
+    """Stored entries (and their messages) in (after, through]."""
     ledger = topic.ledger
-    total = 0
+    counts = ledger.message_counts
+    entries = messages = 0
     for ledger_id in ledger.ledger_ids:
-        last = ledger.last_entry_of(ledger_id)
-        if last < 0:
-            continue
-        lo = 0
         if ledger_id < after[0]:
             continue
-        if ledger_id == after[0]:
-            lo = after[1] + 1
-        hi = last
         if ledger_id > through[0]:
             break
+        lo = after[1] + 1 if ledger_id == after[0] else 0
+        hi = ledger.last_entry_of(ledger_id)
         if ledger_id == through[0]:
             hi = min(hi, through[1])
         if hi >= lo:
-            total += hi - lo + 1
-    return total
+            entries += hi - lo + 1
+            messages += counts.messages(ledger_id, lo, hi)
+    return Backlog(entries, messages)
 
 
-def subscription_backlog(sub: Subscription) -> int:
+def subscription_backlog(sub: Subscription) -> Backlog:
+    """What ``sub`` has not acknowledged (module docstring)."""
     if not isinstance(sub.topic, Topic):
-        return 0  # non-persistent: nothing is kept
+        return Backlog()  # non-persistent: nothing is kept
+    topic = sub.topic
     state = sub.cursor.state
-    last = sub.topic.ledger.last_confirmed
+    last = topic.ledger.last_confirmed
     if last[1] < 0:
-        return 0
-    backlog = entries_between(sub.topic, state.mark_delete_position, last)
+        return Backlog()
+    backlog = backlog_between(topic, state.mark_delete_position, last)
+    counts = topic.ledger.message_counts
+    entries = messages = 0
     for start, end in state.individually_deleted:
-        backlog -= end[1] - start[1] + 1
-    return max(0, backlog)
+        entries += end[1] - start[1] + 1
+        messages += counts.messages(start[0], start[1], end[1])
+    for mask in state.batch_acked.values():
+        messages += mask.bit_count()
+    left = backlog - Backlog(entries, messages)
+    return Backlog(max(0, left.entries), max(0, left.messages))
+
+
+def delayed_messages(sub: Subscription) -> int:
+    """Messages held back until their deliver-at time."""
+    delayed = sub.dispatcher.delayed
+    return delayed.messages if delayed is not None else 0
+
+
+def storage_of(topic: TopicBase) -> tuple[int, int]:
+    """(bytes stored, entries stored) of a topic, without replicas."""
+    if not isinstance(topic, Topic):
+        return 0, 0
+    ledger = topic.ledger
+    storage = sum(md.length for md in ledger.closed_ledgers.values())
+    if ledger.writer is not None:
+        storage += ledger.writer.length
+    entries = backlog_between(topic, ledger.before_first(), ledger.last_confirmed).entries
+    return storage, entries
+
+
+@dataclass(slots=True)
+class SubscriptionFigures:
+    """One subscription's figures (rates per second over the stats window)."""
+
+    type: str
+    durable: bool
+    backlog: Backlog
+    delayed: int
+    unacked: int
+    blocked: bool
+    consumers: int
+    rate_out: float
+    throughput_out: float
+    rate_redeliver: float
+    rate_ack: float
+    msgs_out: int
+    bytes_out: int
+
+
+def subscription_figures(sub: Subscription) -> SubscriptionFigures:
+    m = sub.metrics
+    rate_out, throughput_out = m.out.rates()
+    return SubscriptionFigures(
+        type=sub.sub_type.display,
+        durable=sub.cursor.durable,
+        backlog=subscription_backlog(sub),
+        delayed=delayed_messages(sub),
+        unacked=sub.unacked,
+        blocked=sub.pending.subscription_blocked,
+        consumers=len(sub.consumers),
+        rate_out=rate_out,
+        throughput_out=throughput_out,
+        rate_redeliver=m.redelivered.rates()[0],
+        rate_ack=m.acked.rates()[0],
+        msgs_out=m.out.msgs,
+        bytes_out=m.out.bytes,
+    )
+
+
+@dataclass(slots=True)
+class TopicFigures:
+    """One topic's figures; ``subscriptions`` by name."""
+
+    producers: int
+    consumers: int
+    rate_in: float
+    throughput_in: float
+    rate_out: float
+    throughput_out: float
+    msgs_in: int
+    bytes_in: int
+    msgs_out: int
+    bytes_out: int
+    storage: int  # bytes, without replicas
+    write_quorum: int
+    backlog_messages: int  # summed over subscriptions
+    backlog_bytes: int  # the largest subscription backlog, estimated in bytes
+    delayed: int
+    write_rate: float  # entries/s stored
+    read_rate: float  # entries/s read back
+    subscriptions: dict[str, SubscriptionFigures] = field(default_factory=dict)
+
+
+def topic_figures(topic: TopicBase) -> TopicFigures:
+    m = topic.metrics
+    subs = {name: subscription_figures(sub) for name, sub in topic.subscriptions.items()}
+    rate_in, throughput_in = m.meter_in.rates()
+    rate_out, throughput_out = m.meter_out.rates()
+    storage, entries = storage_of(topic)
+    average = storage / entries if entries else 0.0
+    widest = max((f.backlog.entries for f in subs.values()), default=0)
+    return TopicFigures(
+        producers=len(topic.producers),
+        consumers=sum(f.consumers for f in subs.values()),
+        rate_in=rate_in,
+        throughput_in=throughput_in,
+        rate_out=rate_out,
+        throughput_out=throughput_out,
+        msgs_in=m.meter_in.msgs,
+        bytes_in=m.meter_in.bytes,
+        msgs_out=m.meter_out.msgs,
+        bytes_out=m.meter_out.bytes,
+        storage=storage,
+        write_quorum=topic.ledger.quorums[1] if isinstance(topic, Topic) else 0,
+        backlog_messages=sum(f.backlog.messages for f in subs.values()),
+        backlog_bytes=int(widest * average),
+        delayed=sum(f.delayed for f in subs.values()),
+        write_rate=m.writes.rates()[0],
+        read_rate=m.reads.rates()[0],
+        subscriptions=subs,
+    )
 
 
 def key_shared_consumer_stats(dispatcher: KeySharedDispatcher, c: Consumer) -> dict[str, Any]:
@@ -135,6 +270,8 @@ def _consumer_stats(sub: Subscription, c: Consumer) -> dict[str, Any]:
         "consumerName": c.name,
         "msgRateOut": r,
         "msgThroughputOut": t,
+        "bytesOutCounter": c.meter.bytes,
+        "msgOutCounter": c.meter.msgs,
         "availablePermits": c.permits,
         "unackedMessages": sub.pending.unacked(c),
         "blockedConsumerOnUnackedMsgs": sub.pending.is_blocked(c),
@@ -146,16 +283,22 @@ def _consumer_stats(sub: Subscription, c: Consumer) -> dict[str, Any]:
     return consumer
 
 
-def _subscription_stats(sub: Subscription) -> dict[str, Any]:
-    consumers = [_consumer_stats(sub, c) for c in sub.consumers]
+def _subscription_stats(sub: Subscription, f: SubscriptionFigures) -> dict[str, Any]:
     out = {
-        "type": sub.sub_type.display,
-        "msgBacklog": subscription_backlog(sub),
-        "unackedMessages": sub.unacked,
-        "msgRateOut": sum(c["msgRateOut"] for c in consumers),
-        "msgThroughputOut": sum(c["msgThroughputOut"] for c in consumers),
-        "isDurable": sub.cursor.durable,
-        "consumers": consumers,
+        "type": f.type,
+        "msgBacklog": f.backlog.messages,
+        "msgBacklogNoDelayed": max(0, f.backlog.messages - f.delayed),
+        "msgDelayed": f.delayed,
+        "unackedMessages": f.unacked,
+        "blockedSubscriptionOnUnackedMsgs": f.blocked,
+        "msgRateOut": f.rate_out,
+        "msgThroughputOut": f.throughput_out,
+        "msgRateRedeliver": f.rate_redeliver,
+        "messageAckRate": f.rate_ack,
+        "bytesOutCounter": f.bytes_out,
+        "msgOutCounter": f.msgs_out,
+        "isDurable": f.durable,
+        "consumers": [_consumer_stats(sub, c) for c in sub.consumers],
     }
     if isinstance(sub.dispatcher, NonPersistentDispatcher):
         drop_rate, _ = sub.dispatcher.dropped.rates()
@@ -164,35 +307,23 @@ def _subscription_stats(sub: Subscription) -> dict[str, Any]:
     return out
 
 
-def _storage(topic: TopicBase) -> tuple[int, float]:
-    """(bytes stored, average entry size) of a topic."""
-    if not isinstance(topic, Topic):
-        return 0, 0.0
-    ledger = topic.ledger
-    storage = sum(md.length for md in ledger.closed_ledgers.values())
-    if ledger.writer is not None:
-        storage += ledger.writer.length
-    entries = entries_between(topic, ledger.before_first(), ledger.last_confirmed)
-    return storage, storage / entries if entries else 0.0
-
-
 def topic_stats(topic: TopicBase) -> dict[str, Any]:
-    rate_in, thr_in = topic.meter_in.rates()
-    rate_out, thr_out = topic.meter_out.rates()
-    subscriptions = {name: _subscription_stats(sub) for name, sub in topic.subscriptions.items()}
-    backlog_entries = max((s["msgBacklog"] for s in subscriptions.values()), default=0)
-    storage, average = _storage(topic)
+    f = topic_figures(topic)
     return {
-        "msgRateIn": rate_in,
-        "msgRateOut": rate_out,
-        "msgThroughputIn": thr_in,
-        "msgThroughputOut": thr_out,
-        "msgInCounter": topic.meter_in.msgs,
-        "bytesInCounter": topic.meter_in.bytes,
-        "msgOutCounter": topic.meter_out.msgs,
-        "bytesOutCounter": topic.meter_out.bytes,
-        "storageSize": storage,
-        "backlogSize": int(backlog_entries * average),
+        "msgRateIn": f.rate_in,
+        "msgRateOut": f.rate_out,
+        "msgThroughputIn": f.throughput_in,
+        "msgThroughputOut": f.throughput_out,
+        "msgInCounter": f.msgs_in,
+        "bytesInCounter": f.bytes_in,
+        "msgOutCounter": f.msgs_out,
+        "bytesOutCounter": f.bytes_out,
+        "averageMsgSize": f.throughput_in / f.rate_in if f.rate_in else 0.0,
+        "storageSize": f.storage,
+        "backlogSize": f.backlog_bytes,
         "publishers": _publisher_stats(topic),
-        "subscriptions": subscriptions,
+        "subscriptions": {
+            name: _subscription_stats(sub, f.subscriptions[name])
+            for name, sub in topic.subscriptions.items()
+        },
     }

@@ -32,6 +32,8 @@ from broker.key_shared import (
 from broker.key_shared_dispatcher import KeySharedDispatcher
 from broker.managed_cursor import ManagedCursor
 from broker.managed_ledger import ManagedLedger
+from broker.meter import Meter
+from broker.metrics import TopicMetrics
 from broker.modes import KeySharedMode, SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.pending_acks import PendingAcks
@@ -58,8 +60,9 @@ class TopicView(Protocol):
     name: TopicName
     settings: BrokerSettings
     persistent: bool
+    metrics: TopicMetrics
 
-    def count_out(self, entries: int, messages: int, size: int) -> None: ...
+    def count_out(self, messages: int, size: int) -> None: ...
 
     def subscription_idle(self, sub: Subscription) -> None: ...
 
@@ -90,6 +93,7 @@ class Subscription:
             topic.persistent and self.settings.acknowledgment_at_batch_index_level_enabled
         )
         self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
+        self.metrics = topic.metrics.subscription(name)
 
     @property
     def label(self) -> str:
@@ -105,8 +109,12 @@ class Subscription:
     def unacked(self) -> int:
         return self.pending.total_unacked
 
-    def count_out(self, entries: int, messages: int, size: int) -> None:
-        self.topic.count_out(entries, messages, size)
+    def count_out(self, messages: int, size: int, redelivered: int) -> None:
+        """Messages went out to a consumer, ``redelivered`` of them again."""
+        self.topic.count_out(messages, size)
+        self.metrics.out.add(messages, size)
+        if redelivered:
+            self.metrics.redelivered.add(redelivered, 0)
 
     def _new_dispatcher(
         self, sub_type: SubscriptionType, key_shared: KeySharedPolicy
@@ -164,7 +172,7 @@ class Subscription:
             or (sub_type == SubscriptionType.KEY_SHARED and key_shared != self.key_shared)
         )
         dispatcher = self._new_dispatcher(sub_type, key_shared) if switching else self.dispatcher
-        consumer = Consumer(name, sink, priority_level)
+        consumer = Consumer(name, sink, priority_level, meter=Meter(self.metrics.out.window_s))
         try:
             dispatcher.place(consumer, list(key_shared.ranges))
         except ConsumerAssignError as exc:
@@ -237,9 +245,13 @@ class Subscription:
             )
         self.cursor.ack(positions, cumulative)
         unblock = False
+        messages = 0
         for holder, done in self.pending.acked(positions, cumulative, consumer):
             self.dispatcher.acked(holder, done)
             unblock |= self.pending.is_blocked(holder)
+            messages += sum(n for _, n in done)
+        if messages:
+            self.metrics.acked.add(messages, 0)
         if unblock or self.pending.subscription_blocked:
             self.dispatcher.trigger()
 

@@ -28,8 +28,9 @@ from broker.errors import BrokerError
 from broker.managed_cursor import ManagedCursor
 from broker.managed_ledger import ManagedLedger, Stored
 from broker.meter import Meter
-from broker.metrics import BYTES_IN, MSGS_IN, MSGS_OUT, Counter
+from broker.metrics import TopicMetrics
 from broker.modes import ProducerAccessMode, SubscriptionType
+from broker.publish_time import find_by_publish_time
 from broker.settings import BrokerSettings
 from broker.subscription import KeySharedPolicy, Subscription
 from metastore.client import MetastoreClient
@@ -64,13 +65,16 @@ class TopicBase:
 
     persistent = True
 
-    def __init__(self, name: TopicName, settings: BrokerSettings) -> None:
+    def __init__(self, name: TopicName, settings: BrokerSettings, metrics: TopicMetrics) -> None:
         self.name = name
         self.settings = settings
+        self.metrics = metrics
         self.producers: dict[str, Producer] = {}
         self._producers_changed = asyncio.Event()
-        self.meter_in = Meter()
-        self.meter_out = Meter()
+        # Published and dispatched messages: the topic's metrics own them, so
+        # they go on counting across unloads and reloads on this broker.
+        self.meter_in = metrics.meter_in
+        self.meter_out = metrics.meter_out
         self.dedup = DedupState(
             settings.broker_deduplication_entries_interval,
             settings.broker_deduplication_max_number_of_producers,
@@ -79,7 +83,6 @@ class TopicBase:
         self._sub_lock = asyncio.Lock()
         self.closing = False
         self._background: set[asyncio.Task] = set()
-        self._metric_series: tuple[Counter, Counter, Counter] | None = None
 
     @property
     def last_position(self) -> Position:
@@ -93,9 +96,10 @@ class TopicBase:
     async def wait_for_room(self) -> None:
         """Publishes wait here while too many are in flight."""
 
-    def _store(self, entry: bytes, stored: Stored) -> asyncio.Future:
-        """Store (or, non-persistent, dispatch) one entry: a future of its
-        position; ``stored`` hears the outcome as soon as it is known."""
+    def _store(self, entry: bytes, messages: int, stored: Stored) -> asyncio.Future:
+        """Store (or, non-persistent, dispatch) one entry of ``messages``
+        messages: a future of its position; ``stored`` hears the outcome as
+        soon as it is known."""
         raise NotImplementedError
 
     def _ledger(self) -> ManagedLedger | None:
@@ -141,7 +145,9 @@ class TopicBase:
             self.dedup.pushed_to(producer.name, tracked)
         producer.last_sequence_id = max(producer.last_sequence_id, admission.highest)
         return self._store(
-            entry, functools.partial(self._stored, producer, messages, len(entry), tracked)
+            entry,
+            messages,
+            functools.partial(self._stored, producer, messages, len(entry), tracked),
         )
 
     def _stored(
@@ -158,27 +164,12 @@ class TopicBase:
             if tracked_highest is not None:
                 self.dedup.failed(producer.name)
             return
-        msgs_in, bytes_in, _ = self._series()
-        msgs_in.inc(messages)
-        bytes_in.inc(size)
         self.meter_in.add(messages, size)
         producer.meter.add(messages, size)
         if tracked_highest is not None and self.dedup.stored(producer.name, tracked_highest):
             self._snapshot_dedup()
 
-    def _series(self) -> tuple[Counter, Counter, Counter]:
-        """This topic's Prometheus counters (created on first use, then kept)."""
-        if self._metric_series is None:
-            label = self.name.full_name
-            self._metric_series = (
-                MSGS_IN.labels(label),
-                BYTES_IN.labels(label),
-                MSGS_OUT.labels(label),
-            )
-        return self._metric_series
-
-    def count_out(self, entries: int, messages: int, size: int) -> None:
-        self._series()[2].inc(entries)
+    def count_out(self, messages: int, size: int) -> None:
         self.meter_out.add(messages, size)
 
     def _snapshot_dedup(self) -> None:
@@ -316,7 +307,7 @@ class TopicBase:
             )
         self._check_room_for_producer(requested_name)
         name = requested_name or self._unique_producer_name(broker_name)
-        producer = Producer(name, access_mode)
+        producer = Producer(name, access_mode, meter=Meter(self.metrics.window_s))
         self.producers[name] = producer
         return producer
 
@@ -367,8 +358,9 @@ class Topic(TopicBase):
         ledger: ManagedLedger,
         settings: BrokerSettings,
         metastore: MetastoreClient,
+        metrics: TopicMetrics,
     ) -> None:
-        super().__init__(name, settings)
+        super().__init__(name, settings, metrics)
         self.ledger = ledger
         self.metastore = metastore
         ledger.on_recovered_entries = self._recovered
@@ -387,8 +379,8 @@ class Topic(TopicBase):
     async def wait_for_room(self) -> None:
         await self.ledger.wait_for_room()
 
-    def _store(self, entry: bytes, stored: Stored) -> asyncio.Future:
-        return self.ledger.add_entry(entry, stored)
+    def _store(self, entry: bytes, messages: int, stored: Stored) -> asyncio.Future:
+        return self.ledger.add_entry(entry, stored, messages)
 
     def _recovered(self, entries: list[tuple[Position, bytes]]) -> None:
         if self.dedup.enabled:
@@ -437,7 +429,7 @@ class Topic(TopicBase):
                 "seek needs a message id or a publish time", common_pb2.INVALID_ARGUMENT
             )
         if isinstance(target, int):
-            pos = await ledger.find_by_publish_time(target)
+            pos = await find_by_publish_time(ledger, target)
         elif target.ledger_id() < 0:
             pos = ledger.normalize(ledger.first_position)
         elif target.ledger_id() >= MAX_INT64:

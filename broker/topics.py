@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from bookie.ledger_client import LedgerClient
 from broker.bundles import BundleRange
@@ -27,6 +28,7 @@ from broker.entry_cache import EntryCache
 from broker.errors import BrokerError
 from broker.ledger_rules import RolloverPolicy
 from broker.managed_ledger import ManagedLedger
+from broker.metrics import BrokerMetrics, TopicMetrics
 from broker.namespaces import Namespaces
 from broker.non_persistent import NonPersistentTopic
 from broker.ownership import Ownership, bundle_key
@@ -61,15 +63,20 @@ class TopicRegistry:
         ledgers: LedgerClient,
         namespaces: Namespaces,
         ownership: Ownership,
+        metrics: BrokerMetrics,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.metastore = metastore
         self.ledgers = ledgers
         self.namespaces = namespaces
         self.ownership = ownership
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
-        self.cache = EntryCache(settings.managed_ledger_cache_size_mb * 1024 * 1024)
+        self.cache = EntryCache(
+            settings.managed_ledger_cache_size_mb * 1024 * 1024,
+            settings.stats_update_frequency_in_secs,
+        )
         self.closing = False
         self._background: set[asyncio.Task] = set()
 
@@ -97,14 +104,22 @@ class TopicRegistry:
             )
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._loading[name.full_name] = fut
+        loads = self.metrics.topic_loads
+        loads.pending += 1
+        started = time.monotonic()
         try:
             topic = await self._load(name)
         except BaseException as exc:
+            loads.failures += 1
+            self.metrics.topic_closed(name, set())  # its metrics, if any, wait for a reload
             fut.set_exception(exc)
             fut.exception()  # retrieved: waiters re-raise it
             raise
         finally:
+            loads.pending -= 1
             self._loading.pop(name.full_name, None)
+        loads.answers += 1
+        loads.latency_ms.record((time.monotonic() - started) * 1000)
         self.topics[name.full_name] = topic
         fut.set_result(topic)
         return topic
@@ -133,7 +148,7 @@ class TopicRegistry:
             )
         await self.namespaces.check_partitioned(name)
         if not name.is_persistent:
-            return NonPersistentTopic(name, self.settings)
+            return NonPersistentTopic(name, self.settings, self.metrics.topic(name))
         if not self.settings.allow_auto_topic_creation and not (
             await self.namespaces.managed_ledger_exists(name)
         ):
@@ -141,16 +156,17 @@ class TopicRegistry:
                 f"topic {name} does not exist and allow_auto_topic_creation is off",
                 common_pb2.TOPIC_NOT_FOUND,
             )
-        ledger = self._managed_ledger(name)
+        metrics = self.metrics.topic(name)
+        ledger = self._managed_ledger(name, metrics)
         await ledger.open()
-        topic = Topic(name, ledger, self.settings, self.metastore)
+        topic = Topic(name, ledger, self.settings, self.metastore, metrics)
         ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
         if policies[0].deduplication(self.settings):
             await topic.enable_dedup()
         await topic.load_cursors()
         return topic
 
-    def _managed_ledger(self, name: TopicName) -> ManagedLedger:
+    def _managed_ledger(self, name: TopicName, metrics: TopicMetrics) -> ManagedLedger:
         s = self.settings
         return ManagedLedger(
             name,
@@ -162,6 +178,7 @@ class TopicRegistry:
             rollover=rollover_policy(s),
             cache=self.cache,
             max_outstanding_adds=s.managed_ledger_max_outstanding_adds,
+            metrics=metrics,
         )
 
     # ---------------------------------------------------------------- policies
@@ -188,6 +205,8 @@ class TopicRegistry:
                 await topic.close()
             except Exception:
                 log.exception("closing %s", topic.name)
+            finally:
+                self.metrics.topic_closed(topic.name, set(topic.subscriptions))
 
     def topic_moved(self, topic: TopicBase, why: str) -> None:
         """Another broker took ``topic`` (its ledger was fenced under us):

@@ -45,6 +45,8 @@ class Leadership:
         self._ready_term = -1
         self._barrier_term = -1
         self._barrier: asyncio.Task | None = None
+        self.proposals_pending = 0  # writes proposed here, not yet committed
+        self.proposals_failed = 0  # writes that were refused or timed out
 
     def not_leader(self) -> common_pb2.Error | None:
         """None when this node leads; else NOT_LEADER naming the leader's
@@ -103,10 +105,17 @@ class Leadership:
         self.node.apply(bytes(request_id), op, *args, callback=done)
         if timeout_s is None:
             timeout_s = self.settings.write_timeout_ms / 1000
+        self.proposals_pending += 1
         try:
             return await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
+            self.proposals_failed += 1
             raise _RaftFailure("the write was not committed in time") from None
+        except _RaftFailure:
+            self.proposals_failed += 1
+            raise
+        finally:
+            self.proposals_pending -= 1
 
     async def write(self, request_id: bytes, op: str, *args: Any) -> tuple[Any, Any]:
         """(result, None) or (None, Error) for a replicated write."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ import pysyncobj.syncobj
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import FileJournal, MetaStorer
 
+from metastore.metrics import SNAPSHOT, WAL_FSYNC
 from metastore.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -72,7 +74,9 @@ class DurableFileJournal(FileJournal):
         if not self.dirty:
             return False
         self.dirty = False
+        started = time.perf_counter()
         self.flush()
+        WAL_FSYNC.observe(time.perf_counter() - started)
         return True
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
@@ -80,6 +84,10 @@ class DurableFileJournal(FileJournal):
         self.flush()
 
     def deleteEntriesTo(self, entryTo: int) -> None:
+        with SNAPSHOT.time():
+            self._compact(entryTo)
+
+    def _compact(self, entryTo: int) -> None:
         # Compaction: the snapshot replacing these entries must be on disk first.
         self._sync_dump()
         # pysyncobj's version re-adds the kept entries one by one; flush once.
@@ -154,6 +162,8 @@ class MetastoreNode(SyncObj):
         self._journal: DurableFileJournal | None = None
         self._held_acks: list[tuple[Any, dict]] = []
         self._send: Callable[[Any, dict], bool] | None = None
+        self.leader_changes = 0  # leaders this node has seen change (etcd's series)
+        self._seen_leader: Any = None
         with _JOURNAL_LOCK:
             pysyncobj.syncobj.createJournal = lambda path: DurableFileJournal(path, dump)
             try:
@@ -191,8 +201,16 @@ class MetastoreNode(SyncObj):
                 self._sync()
                 self.doTick(0.0)
                 self._sync()
+                self._note_leader()
             except Exception:  # a failed tick must not stop replication
                 log.exception("raft tick failed")
+
+    def _note_leader(self) -> None:
+        leader = self._getLeader()
+        if leader is not None and leader != self._seen_leader:
+            self.leader_changes += 1
+        if leader is not None:
+            self._seen_leader = leader
 
     def stop(self) -> None:
         self._stopping.set()

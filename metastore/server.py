@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from prometheus_client import Counter, Gauge
+from prometheus_client import REGISTRY, generate_latest
 
+from metastore import metrics
 from metastore.cluster_layout import ClusterLayout
 from metastore.leadership import Leadership
+from metastore.metrics import timed
 from metastore.raft_node import MetastoreNode
 from metastore.session_deadlines import SessionDeadlines
 from metastore.settings import MetastoreSettings
@@ -41,15 +43,6 @@ from protos.data_dir_lock import DataDirLock
 from protos.errors import error
 
 log = logging.getLogger("metastore")
-
-OPS = Counter("magnetar_metastore_ops", "Metastore operations served", ["op"])
-IS_LEADER = Gauge("magnetar_metastore_is_leader", "1 when this node is the Raft leader")
-TERM = Gauge("magnetar_metastore_term", "Current Raft term")
-SESSIONS = Gauge("magnetar_metastore_sessions", "Open sessions")
-WATCHES = Gauge("magnetar_metastore_watches", "Open Watch streams on this node")
-COMMIT_INDEX = Gauge("magnetar_metastore_commit_index", "Raft commit index")
-APPLIED_INDEX = Gauge("magnetar_metastore_applied_index", "Raft index applied to the store")
-REVISION = Gauge("magnetar_metastore_revision", "Store revision on this node")
 
 
 class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
@@ -105,10 +98,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     # ---------------------------------------------------------------- reads
 
+    @timed("get")
     async def Get(
         self, request: metastore_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.GetResponse:
-        OPS.labels("get").inc()
         bad = self._check_key(request.key) or await self.leadership.ready()
         if bad:
             return metastore_pb2.GetResponse(error=bad)
@@ -119,20 +112,20 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             found=True, revision=revision, record=_record(request.key, record)
         )
 
+    @timed("children")
     async def Children(
         self, request: metastore_pb2.ChildrenRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.ChildrenResponse:
-        OPS.labels("children").inc()
         bad = self._check_key(request.path) if request.path != "/" else None
         bad = bad or await self.leadership.ready()
         if bad:
             return metastore_pb2.ChildrenResponse(error=bad)
         return metastore_pb2.ChildrenResponse(names=self.node.store.children(request.path))
 
+    @timed("list")
     async def List(
         self, request: metastore_pb2.ListRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.ListResponse:
-        OPS.labels("list").inc()
         if not request.prefix.startswith("/"):
             return metastore_pb2.ListResponse(
                 error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
@@ -165,10 +158,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
 
     # ---------------------------------------------------------------- writes
 
+    @timed("put")
     async def Put(
         self, request: metastore_pb2.PutRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.PutResponse:
-        OPS.labels("put").inc()
         bad = self._check_key(request.key) or self._check_value(request.key, request.value)
         if bad:
             return metastore_pb2.PutResponse(error=bad)
@@ -193,10 +186,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         code, msg, version, revision = result
         return metastore_pb2.PutResponse(error=error(code, msg), version=version, revision=revision)
 
+    @timed("del")
     async def Delete(
         self, request: metastore_pb2.DeleteRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.DeleteResponse:
-        OPS.labels("delete").inc()
         bad = self._check_key(request.key)
         if bad:
             return metastore_pb2.DeleteResponse(error=bad)
@@ -211,10 +204,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             error=error(code, msg), deleted=bool(deleted), revision=revision
         )
 
+    @timed("increment")
     async def Increment(
         self, request: metastore_pb2.IncrementRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.IncrementResponse:
-        OPS.labels("increment").inc()
         bad = self._check_key(request.key)
         if bad:
             return metastore_pb2.IncrementResponse(error=bad)
@@ -226,10 +219,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         code, msg, value, _ = result
         return metastore_pb2.IncrementResponse(error=error(code, msg), value=value)
 
+    @timed("txn")
     async def Txn(
         self, request: metastore_pb2.TxnRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.TxnResponse:
-        OPS.labels("txn").inc()
         compares: list[tuple[str, int, int, bytes]] = []
         ops: list[tuple[int, str, bytes, int]] = []
         for c in request.compares:
@@ -266,7 +259,6 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     async def Watch(
         self, request: metastore_pb2.WatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[metastore_pb2.WatchResponse]:
-        OPS.labels("watch").inc()
         if not request.prefix.startswith("/"):
             yield metastore_pb2.WatchResponse(
                 error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
@@ -283,7 +275,6 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             )
             return
         self._watches[peer] += 1
-        WATCHES.inc()
         try:
             nxt = request.from_revision if request.from_revision > 0 else 0
             if nxt == 0:
@@ -311,14 +302,13 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
             self._watches[peer] -= 1
             if self._watches[peer] <= 0:
                 del self._watches[peer]
-            WATCHES.dec()
 
     # ---------------------------------------------------------------- sessions
 
+    @timed("create_session")
     async def CreateSession(
         self, request: metastore_pb2.CreateSessionRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.CreateSessionResponse:
-        OPS.labels("create_session").inc()
         lo, hi = self.settings.min_session_ttl_ms, self.settings.max_session_ttl_ms
         if not lo <= request.ttl_ms <= hi:
             return metastore_pb2.CreateSessionResponse(
@@ -335,6 +325,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         code, msg, session_id, _ = result
         if code == common_pb2.OK:
             self._deadlines.kept_alive(session_id, request.ttl_ms, time.monotonic())
+            metrics.LEASES_GRANTED.inc()
         return metastore_pb2.CreateSessionResponse(
             error=error(code, msg), session_id=session_id, ttl_ms=request.ttl_ms
         )
@@ -350,7 +341,6 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         streams.append(mine)
         try:
             async for request in request_iterator:
-                OPS.labels("keep_alive").inc()
                 sid = request.session_id
                 bad = await self.leadership.ready()
                 if bad is not None:
@@ -378,20 +368,22 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                     continue
                 mine.add(sid)
                 self._deadlines.kept_alive(sid, state.ttl_ms, time.monotonic())
+                metrics.LEASES_RENEWED.inc()
                 yield metastore_pb2.KeepAliveResponse(session_id=sid, alive=True)
         finally:
             streams.remove(mine)
             if not streams:
                 self._kept_alive.pop(peer, None)
 
+    @timed("close_session")
     async def CloseSession(
         self, request: metastore_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.CloseSessionResponse:
-        OPS.labels("close_session").inc()
         _, err = await self.leadership.write(request.request_id, "end_session", request.session_id)
         if err is not None:
             return metastore_pb2.CloseSessionResponse(error=err)
         self._deadlines.closed(request.session_id)
+        metrics.LEASES_REVOKED.inc()
         return metastore_pb2.CloseSessionResponse()
 
     async def expire_sessions_forever(self) -> None:
@@ -434,17 +426,11 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 log.info("session %d expired (ttl %d ms)", sid, state.ttl_ms)
                 await self.leadership.propose(b"", "end_session", sid)
                 self._deadlines.closed(sid)
+                metrics.LEASES_EXPIRED.inc()
         self._deadlines.forget_ended(sessions)
 
     def _publish_status(self, leader: bool) -> None:
-        """Raft and store gauges, and a log line when this node's role changes."""
-        status = self.node.status()
-        IS_LEADER.set(1 if leader else 0)
-        TERM.set(status.get("raft_term", 0))
-        COMMIT_INDEX.set(status.get("commit_idx", 0))
-        APPLIED_INDEX.set(status.get("last_applied", 0))
-        REVISION.set(self.node.store.revision)
-        SESSIONS.set(len(self.node.store.sessions))
+        """A log line when this node's role changes."""
         role = (leader, self.node.term)
         if role != self._seen_role:
             self._seen_role = role
@@ -454,6 +440,10 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 "the leader" if leader else "a follower",
                 role[1],
             )
+
+    @property
+    def open_watches(self) -> int:
+        return sum(self._watches.values())
 
 
 def _record(key: str, r: Record) -> metastore_pb2.KeyRecord:
@@ -541,7 +531,13 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, bind, port)
-    metrics_port = serving.start_metrics(bind, settings.metrics_port)
+    metrics.register(service, Path(settings.data_dir))
+    render = serving.thread_render(lambda: generate_latest(REGISTRY))
+    endpoint, metrics_port = await serving.start_http(
+        bind, settings.metrics_port, render, settings.http_max_connections
+    )
+    if endpoint is not None:
+        endpoint.health.address = serving.local_address(bind, port)
     await server.start()
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
@@ -590,4 +586,6 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
         await serving.bounded_shutdown(stop_server, deadline, log, "stopping the gRPC server")
     finally:
         node.stop()  # the Raft journal is flushed and closed
+    if endpoint is not None:
+        await serving.bounded_shutdown(endpoint.close, deadline, log, "closing HTTP")
     log.info("metastore stopped")

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from protos.settings import (
     advertised_address_setting,
+    http_max_connections_setting,
+    metrics_port_setting,
     setting,
     shutdown_timeout_setting,
 )
@@ -22,7 +24,8 @@ class MetastoreSettings:
     advertised_address: str = advertised_address_setting()
     port: int = setting(2379, "gRPC port for clients (0 = pick a free port).")
     raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")
-    metrics_port: int = setting(7000, "Prometheus /metrics port (0 = free port, -1 = off).")
+    metrics_port: int = metrics_port_setting(7000)
+    http_max_connections: int = http_max_connections_setting()
     data_dir: str = setting("./data/metastore", "Directory of the Raft journal and snapshot.")
     node_id: str = setting("", "This node's id in ``peers`` (required when peers is set).")
     peers: str = setting(

@@ -1,5 +1,5 @@
 """What every Magnetar server process shares: logging, the gRPC health
-service, the Prometheus ``/metrics`` endpoint, free-port picking, channel
+service, the HTTP port (``/metrics``, ``/status.html``), free-port picking, channel
 options, servicer registration (with a method's own request decoding where
 one needs it) and the SIGTERM/SIGINT shutdown.
 """
@@ -22,10 +22,10 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 from protos.channel import MAX_GRPC_MESSAGE_BYTES as MAX_GRPC_MESSAGE_BYTES
 from protos.channel import grpc_options as grpc_options
+from protos.http_endpoint import HttpEndpoint, Render
 
 # mallopt(3) parameter numbers (glibc malloc.h).
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -2, -3, -8
@@ -294,19 +294,32 @@ def advertised(bind_address: str, advertised_address: str) -> str:
     return bind_address
 
 
-def start_metrics(host: str, port: int, registry: CollectorRegistry = REGISTRY) -> int:
-    """Serve ``/metrics``; port 0 picks a free one. Returns the port, -1 if off."""
+async def start_http(
+    host: str, port: int, render: Render, max_connections: int
+) -> tuple[HttpEndpoint | None, int]:
+    """Serve ``/metrics`` and ``/status.html`` (protos/http_endpoint.py);
+    port 0 picks a free one, -1 is off. Returns the endpoint and its port
+    (None, -1 when off). The caller points ``endpoint.health.address`` at
+    its gRPC port once that is bound."""
     if port < 0:
-        return -1
-    if port == 0:
-        port = free_port(host)
+        return None, -1
+    endpoint = HttpEndpoint(render, max_connections)
     try:
-        start_http_server(port, addr=host, registry=registry)
+        return endpoint, await endpoint.start(host, port)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortInUse(port, "metrics", host) from None
         raise
-    return port
+
+
+def thread_render(make: Callable[[], bytes]) -> Render:
+    """A ``render`` for the HTTP endpoint that makes the text in a thread
+    (off the event loop): the bookie's and the metastore's metrics."""
+
+    async def render() -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(None, make)
+
+    return render
 
 
 def install_shutdown(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> None:

@@ -69,6 +69,23 @@ def advertised_address_setting() -> Any:
     )
 
 
+def metrics_port_setting(default: int) -> Any:
+    return setting(
+        default,
+        "HTTP port: Prometheus text at /metrics (and /metrics/), readiness at /status.html "
+        "(200 when the gRPC health service says SERVING, else 503), 404 elsewhere "
+        "(0 = free port, -1 = off).",
+    )
+
+
+def http_max_connections_setting() -> Any:
+    return setting(
+        64,
+        "Open connections the HTTP port (metrics_port) serves at once; one more is answered "
+        "503 and closed.",
+    )
+
+
 def shutdown_timeout_setting() -> Any:
     return setting(
         10.0,

@@ -28,6 +28,7 @@ from broker.dispatcher import EntryFacts, SharedDispatcher, SingleActiveConsumer
 from broker.key_shared import KeyHashTracker, StickyRangeSelector
 from broker.modes import SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
+from broker.metrics import TopicMetrics
 from broker.settings import BrokerSettings
 from broker.subscription import Subscription
 from protos.topic_name import TopicName
@@ -58,9 +59,11 @@ def _sub(
     topic: str, sub_type: SubscriptionType, persistent: bool = True, **settings: Any
 ) -> Subscription:
     cursor = SimpleNamespace(rewind=lambda: None, is_acked=lambda pos: False)
+    name = TopicName.parse(topic)
     t = SimpleNamespace(
         settings=replace(BrokerSettings(), **settings),
-        name=TopicName.parse(topic),
+        name=name,
+        metrics=TopicMetrics(name, 60.0, "c", False),
         persistent=persistent,
         count_out=lambda *a: None,
         subscription_idle=lambda s: None,
@@ -290,6 +293,7 @@ def test_a_replaced_dispatcher_delivers_nothing_more(caplog: pytest.LogCaptureFi
         topic = SimpleNamespace(
             settings=BrokerSettings(),
             name=TopicName.parse("t"),
+            metrics=TopicMetrics(TopicName.parse("t"), 60.0, "c", False),
             persistent=True,
             count_out=lambda *a: None,
             subscription_idle=lambda s: None,

@@ -50,7 +50,7 @@ def test_the_sdk_imports_no_server_runtime():
 
 
 def test_the_probe_sees_the_server_runtime_when_it_is_loaded():
-    loaded = _loaded_after_importing(("protos.serving",))
+    loaded = _loaded_after_importing(("protos.serving", "metastore.metrics"))
     assert {"prometheus_client", "grpc_health.v1.health"} <= {m for m in loaded if _server_only(m)}
 
 

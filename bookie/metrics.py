@@ -1,0 +1,187 @@
+"""The bookie's ``/metrics`` with BookKeeper's names (docs/metrics.md).
+
+BookKeeper's conventions are kept: latencies are summaries in
+milliseconds with ``success="true|false"`` and quantiles 0.5 to 1.0 over
+the last complete window (``_count`` and ``_sum`` grow forever); its
+counters carry no ``_total`` suffix (``bookie_WRITE_BYTES``). An add or
+read request here carries many entries, so a request counts once per
+entry, with the request's latency (as BookKeeper counts its one-entry
+requests), in O(1) (:meth:`protos.prometheus_text.OpStats.record`).
+
+Figures that cost a scan (ledgers, entries, disk usage) are read at
+scrape time, in the scrape's thread, and the ledger count at most every
+``LEDGER_COUNT_REFRESH_S``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from prometheus_client import REGISTRY, generate_latest
+
+from bookie.storage import EntryStore
+from protos import prometheus_text
+from protos.prometheus_text import BOOKKEEPER_QUANTILES, Family, OpStats
+
+LEDGER_COUNT_REFRESH_S = 30.0
+LEDGER_COUNT_LIMIT = 10_000_000
+WINDOW_S = 60.0  # BookKeeper's latency rollover
+
+
+class SuccessStats:
+    """An OpStatsLogger: one summary for successes, one for failures."""
+
+    def __init__(self) -> None:
+        self.success = OpStats()
+        self.failure = OpStats()
+
+    def record(self, ok: bool, latency_ms: float, times: int = 1) -> None:
+        (self.success if ok else self.failure).record(latency_ms, times)
+
+    def rotate(self) -> None:
+        self.success.rotate()
+        self.failure.rotate()
+
+    def family(self, name: str, help_text: str) -> Family:
+        family = Family(name, "summary", help_text)
+        self.failure.family_samples(family, 'success="false"', BOOKKEEPER_QUANTILES)
+        self.success.family_samples(family, 'success="true"', BOOKKEEPER_QUANTILES)
+        return family
+
+
+def dir_usage_name(path: Path) -> str:
+    """BookKeeper's per-directory gauge name: ``/data/ledgers`` gives
+    ``bookie_ledger_dir__data_ledgers_usage``."""
+    return "bookie_ledger_dir_" + re.sub(r"[^A-Za-z0-9_]", "_", str(path)) + "_usage"
+
+
+class BookieMetrics:
+    def __init__(self, store: EntryStore) -> None:
+        self.store = store
+        self.add_request = SuccessStats()  # whole add requests, per entry
+        self.add_entry = SuccessStats()  # from accepted to durable, per entry
+        self.read_request = SuccessStats()  # whole read requests, per entry
+        self.read_entry = SuccessStats()  # the storage read, per entry
+        self.journal_add_entry = OpStats()  # queued to synced, per entry
+        self.journal_sync = OpStats()  # one group's fdatasync
+        self.force_write_batch_entries = OpStats()  # entries per group commit
+        self.force_write_batch_bytes = OpStats()  # bytes per group commit
+        self.write_bytes = 0
+        self.read_bytes = 0
+        self.read_only = False
+        self.queued_entries = 0  # waiting for the next group commit
+        self._ledgers = (0, -LEDGER_COUNT_REFRESH_S)  # (count, when counted)
+        self._lock = threading.Lock()
+        self._last_rotate = time.monotonic()
+
+    def group_written(self, entries: int, size: int, seconds: float, sync_seconds: float) -> None:
+        """The group committer's report (its thread) of one synced group."""
+        self.force_write_batch_entries.record(entries)
+        self.force_write_batch_bytes.record(size)
+        self.journal_sync.record(sync_seconds * 1000)
+
+    def _rotate_if_due(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_rotate < WINDOW_S:
+                return
+            self._last_rotate = now
+        for stats in (self.add_request, self.add_entry, self.read_request, self.read_entry):
+            stats.rotate()
+        for op in (
+            self.journal_add_entry,
+            self.journal_sync,
+            self.force_write_batch_entries,
+            self.force_write_batch_bytes,
+        ):
+            op.rotate()
+
+    def _ledger_count(self) -> int:
+        count, when = self._ledgers
+        if time.monotonic() - when >= LEDGER_COUNT_REFRESH_S:
+            count = self.store.ledger_count(LEDGER_COUNT_LIMIT)
+            self._ledgers = (count, time.monotonic())
+        return count
+
+    def families(self) -> list[Family]:
+        self._rotate_if_due()
+        entries, _ = self.store.size_estimate()
+        usage = shutil.disk_usage(self.store.path)
+        percent = 100.0 * usage.used / usage.total if usage.total else 0.0
+        out = [
+            _gauge("bookie_SERVER_STATUS", "1 writable, 0 read-only", 0 if self.read_only else 1),
+            self.add_request.family(
+                "bookkeeper_server_ADD_ENTRY_REQUEST", "Add request latency per entry (ms)"
+            ),
+            self.add_entry.family(
+                "bookkeeper_server_ADD_ENTRY", "Add latency per entry, accepted to durable (ms)"
+            ),
+            self.read_request.family(
+                "bookkeeper_server_READ_ENTRY_REQUEST", "Read request latency per entry (ms)"
+            ),
+            self.read_entry.family(
+                "bookkeeper_server_READ_ENTRY", "Storage read latency per entry (ms)"
+            ),
+            _counter("bookie_WRITE_BYTES", "Entry bytes written", self.write_bytes),
+            _counter("bookie_READ_BYTES", "Entry bytes read", self.read_bytes),
+            _summary(
+                "bookie_journal_JOURNAL_ADD_ENTRY",
+                "Queued to synced, per entry (ms)",
+                self.journal_add_entry,
+            ),
+            _summary(
+                "bookie_journal_JOURNAL_SYNC", "Journal fdatasync latency (ms)", self.journal_sync
+            ),
+            _summary(
+                "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_ENTRIES",
+                "Entries per group commit",
+                self.force_write_batch_entries,
+            ),
+            _summary(
+                "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_BYTES",
+                "Bytes per group commit",
+                self.force_write_batch_bytes,
+            ),
+            _gauge(
+                "bookie_journal_JOURNAL_QUEUE_SIZE",
+                "Entries waiting for a group commit",
+                self.queued_entries,
+            ),
+            _gauge("bookie_ledgers_count", "Ledgers stored", self._ledger_count()),
+            _gauge("bookie_entries_count", "Entries stored (RocksDB's estimate)", entries),
+            _gauge(
+                "bookie_ledger_writable_dirs",
+                "Ledger directories taking writes",
+                0 if self.read_only else 1,
+            ),
+            _gauge(
+                dir_usage_name(self.store.path), "Disk usage of the ledger directory (%)", percent
+            ),
+        ]
+        return out
+
+    def render(self) -> bytes:
+        """The whole text (with the process's own series); call it in a thread."""
+        return prometheus_text.render(self.families()).encode() + generate_latest(REGISTRY)
+
+
+def _gauge(name: str, help_text: str, value: float) -> Family:
+    family = Family(name, "gauge", help_text)
+    family.add("", value)
+    return family
+
+
+def _counter(name: str, help_text: str, value: float) -> Family:
+    family = Family(name, "counter", help_text)  # BookKeeper's: no _total
+    family.add("", value)
+    return family
+
+
+def _summary(name: str, help_text: str, stats: OpStats) -> Family:
+    family = Family(name, "summary", help_text)
+    stats.family_samples(family, "", BOOKKEEPER_QUANTILES)
+    return family

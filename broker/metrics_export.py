@@ -1,0 +1,300 @@
+"""The broker's ``/metrics``: Pulsar's series, names, types and labels
+(the tables are :mod:`broker.metrics_families`; docs/metrics.md lists
+every series).
+
+Theory of operation. A scrape first takes a snapshot on the event loop:
+each served topic's figures come from :func:`broker.stats.topic_figures`
+(the numbers ``topics stats`` shows), one topic at a time with no await
+inside one, yielding to the loop every ``SNAPSHOT_TOPICS_PER_TURN`` topics
+so that a broker with thousands of topics keeps serving while it is
+scraped. Every :class:`~broker.metrics.TopicMetrics` is read exactly once
+per snapshot (served, unloaded or folded into its namespace's totals, see
+:mod:`broker.metrics`), so an unload or reload during a scrape never counts
+a topic twice. The snapshot is then formatted in a thread, with the label
+strings escaped when each topic was first seen.
+
+With ``expose_topic_level_metrics_in_prometheus`` (default) there is one
+series per topic and per subscription; without it the topic series are
+summed per namespace (counters include topics served here earlier, so
+they never go down) and there are no subscription series. Types are
+Pulsar's: its topic, namespace and broker figures are all gauges, counters
+included (``pulsar_in_messages_total`` only grows: use ``rate()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+
+import psutil
+from prometheus_client import REGISTRY, generate_latest
+
+from broker.load_manager import LoadManager
+from broker.metrics import BrokerMetrics, TopicMetrics
+from broker.metrics_families import (
+    BROKER_TOTALS,
+    COLUMN_INDEX,
+    ML_NAMESPACE_COLUMNS,
+    OUT_TOTALS,
+    SUBSCRIPTION_COLUMNS,
+    TOPIC_COLUMNS,
+    BrokerLabels,
+    broker_totals_of,
+    cache_families,
+    column_families,
+    connection_families,
+    load_balancer_families,
+    ml_namespace_values,
+    request_families,
+    subscription_values,
+    topic_values,
+    totals_families,
+)
+from broker.settings import BrokerSettings
+from broker.stats import topic_figures
+from broker.topics import TopicRegistry
+from protos import prometheus_text
+from protos.prometheus_text import Family
+
+SNAPSHOT_TOPICS_PER_TURN = 200
+
+Row = tuple[str, list[float]]
+
+
+@dataclass
+class Snapshot:
+    """What one scrape shows, read on the event loop."""
+
+    topic_rows: list[Row] = field(default_factory=list)
+    subscription_rows: list[Row] = field(default_factory=list)
+    namespace_rows: dict[str, list[float]] = field(default_factory=dict)
+    ml_rows: dict[str, list[float]] = field(default_factory=dict)
+    topics_per_namespace: dict[str, int] = field(default_factory=dict)
+    totals: list[float] = field(default_factory=list)
+    cache: dict[str, float] = field(default_factory=dict)
+    bundles_owned: int = 0
+    load_report: dict | None = None
+
+
+class MetricsExporter:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        topics: TopicRegistry,
+        load_manager: LoadManager,
+        broker_address: str,
+    ) -> None:
+        self.settings = settings
+        self.topics = topics
+        self.metrics: BrokerMetrics = topics.metrics
+        self.load_manager = load_manager
+        self.topic_level = settings.expose_topic_level_metrics_in_prometheus
+        cluster = settings.cluster_name
+        self.labels = BrokerLabels(
+            prometheus_text.labels((("cluster", cluster),)),
+            prometheus_text.labels((("cluster", cluster), ("broker", broker_address))),
+        )
+        self.connections = Connections(int(broker_address.rpartition(":")[2]))
+        self._evicted_at_roll = 0
+        self._evictions_shown = 0
+
+    # ---------------------------------------------------------------- the snapshot
+
+    async def snapshot(self) -> Snapshot:
+        snap = Snapshot(load_report=self.load_manager.last_report)
+        unloaded = self.metrics.unloaded()
+        departed = [(ns, vars(t).copy()) for ns, t in self.metrics.departed.items()]
+        for i, metrics in enumerate(self.metrics.served()):
+            if i and i % SNAPSHOT_TOPICS_PER_TURN == 0:
+                await asyncio.sleep(0)
+            self._add_topic(snap, metrics)
+        if not self.topic_level:
+            self._add_earlier_topics(snap, unloaded, departed)
+        snap.cache = self._cache_figures()
+        snap.bundles_owned = len(self.topics.ownership.owned)
+        return snap
+
+    def _add_topic(self, snap: Snapshot, metrics: TopicMetrics) -> None:
+        topic = self.topics.topics.get(metrics.name.full_name)
+        if topic is None or topic.metrics is not metrics:
+            return  # still loading: shown once it is served
+        f = topic_figures(topic)
+        values = topic_values(f, metrics)
+        ns = metrics.namespace
+        snap.topics_per_namespace[ns] = snap.topics_per_namespace.get(ns, 0) + 1
+        _add_into(snap.totals, broker_totals_of(values))
+        if topic.persistent:
+            ml_labels = prometheus_text.labels(
+                (("cluster", self.settings.cluster_name), ("namespace", f"{ns}/persistent"))
+            )
+            _add_row(snap.ml_rows, ml_labels, ml_namespace_values(f, metrics))
+        if not self.topic_level:
+            _add_row(snap.namespace_rows, metrics.namespace_label_str, values)
+            return
+        snap.topic_rows.append((metrics.label_str, values))
+        for name, sf in f.subscriptions.items():
+            label_str = metrics.subscription(name).label_str
+            snap.subscription_rows.append((label_str, subscription_values(sf)))
+
+    def _add_earlier_topics(
+        self,
+        snap: Snapshot,
+        unloaded: list[TopicMetrics],
+        departed: list[tuple[str, dict[str, int]]],
+    ) -> None:
+        """Namespace level: topics served here earlier keep their counters
+        in their namespace's sums, so those never go down."""
+        for m in unloaded:
+            counts = (m.meter_in.msgs, m.meter_in.bytes, m.meter_out.msgs, m.meter_out.bytes)
+            _add_row(snap.namespace_rows, m.namespace_label_str, _counters_row(*counts))
+        for ns, t in departed:
+            label_str = prometheus_text.labels(
+                (("cluster", self.settings.cluster_name), ("namespace", ns))
+            )
+            counts = (t["msgs_in"], t["bytes_in"], t["msgs_out"], t["bytes_out"])
+            _add_row(snap.namespace_rows, label_str, _counters_row(*counts))
+
+    def _cache_figures(self) -> dict[str, float]:
+        cache = self.topics.cache
+        hits, hit_bytes = cache.hits.rates()
+        misses, miss_bytes = cache.misses.rates()
+        return {
+            "ml_count": sum(1 for t in self.topics.topics.values() if t.persistent),
+            "cache_used_size": cache.size,
+            "cache_entries": len(cache),
+            "cache_hits_rate": hits,
+            "cache_misses_rate": misses,
+            "cache_hits_throughput": hit_bytes,
+            "cache_misses_throughput": miss_bytes,
+            "cache_inserted": cache.inserted,
+            "cache_evicted": cache.evicted,
+            "cache_evictions": self._evictions_shown,
+        }
+
+    # ---------------------------------------------------------------- stats intervals
+
+    def roll(self) -> None:
+        """A stats interval ended: Pulsar's per-interval figures move on."""
+        self.metrics.roll()
+        evicted = self.topics.cache.evicted
+        self._evictions_shown, self._evicted_at_roll = evicted - self._evicted_at_roll, evicted
+
+    async def roll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.stats_update_frequency_in_secs)
+            self.roll()
+
+    # ---------------------------------------------------------------- rendering
+
+    async def render(self) -> bytes:
+        """The text of one scrape (the HTTP endpoint's ``render``)."""
+        snap = await self.snapshot()
+        return await asyncio.get_running_loop().run_in_executor(None, self.render_snapshot, snap)
+
+    def render_snapshot(self, snap: Snapshot) -> bytes:
+        text = prometheus_text.render(self.families(snap))
+        return text.encode() + generate_latest(REGISTRY)
+
+    def families(self, snap: Snapshot) -> list[Family]:
+        labels = self.labels
+        totals = snap.totals or [0.0] * len(BROKER_TOTALS)
+        out = totals_families(labels, totals)
+        out.append(self._topics_count(snap.topics_per_namespace))
+        out += request_families(labels, self.metrics)
+        out += load_balancer_families(labels, snap.load_report, self.metrics, snap.bundles_owned)
+        out += cache_families(labels, snap.cache)
+        out += connection_families(labels, *self.connections.count())
+        if self.topic_level:
+            out += column_families(TOPIC_COLUMNS, snap.topic_rows, skip=OUT_TOTALS)
+            out += column_families(SUBSCRIPTION_COLUMNS, snap.subscription_rows)
+        else:
+            rows = list(snap.namespace_rows.items())
+            out += column_families(TOPIC_COLUMNS, rows, namespace_level=True)
+        out += column_families(ML_NAMESPACE_COLUMNS, list(snap.ml_rows.items()))
+        return _merged(out)
+
+    def _topics_count(self, per_namespace: dict[str, int]) -> Family:
+        family = Family("pulsar_topics_count", "gauge", "Topics of the namespace served here")
+        for ns, n in sorted(per_namespace.items()):
+            label_str = prometheus_text.labels(
+                (("cluster", self.settings.cluster_name), ("namespace", ns))
+            )
+            family.add(label_str, n)
+        return family
+
+
+def _merged(families: list[Family]) -> list[Family]:
+    """One family per name (the text format wants a name's samples
+    together): pulsar_subscription_delayed and the out totals can come
+    from two tables."""
+    by_name: dict[str, Family] = {}
+    for f in families:
+        kept = by_name.get(f.name)
+        if kept is None:
+            by_name[f.name] = f
+        else:
+            kept.samples.extend(f.samples)
+    return list(by_name.values())
+
+
+def _add_into(total: list[float], values: list[float]) -> None:
+    if not total:
+        total.extend(values)
+        return
+    for i, v in enumerate(values):
+        total[i] += v
+
+
+def _add_row(rows: dict[str, list[float]], key: str, values: list[float]) -> None:
+    row = rows.get(key)
+    if row is None:
+        rows[key] = list(values)
+    else:
+        _add_into(row, values)
+
+
+def _counters_row(msgs_in: int, bytes_in: int, msgs_out: int, bytes_out: int) -> list[float]:
+    row: list[float] = [0] * len(TOPIC_COLUMNS)
+    row[COLUMN_INDEX["pulsar_in_messages_total"]] = msgs_in
+    row[COLUMN_INDEX["pulsar_in_bytes_total"]] = bytes_in
+    row[COLUMN_INDEX["pulsar_out_messages_total"]] = msgs_out
+    row[COLUMN_INDEX["pulsar_out_bytes_total"]] = bytes_out
+    return row
+
+
+class Connections:
+    """Client connections of the broker's gRPC port, read from the kernel
+    at each scrape (gRPC does not tell a servicer when a connection opens
+    or closes): the ESTABLISHED sockets whose local port is that port.
+    The created and closed counts grow by what each scrape sees change, so
+    a connection opened and closed between two scrapes is not counted."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._lock = threading.Lock()
+        self._open: set[tuple[str, int]] = set()
+        self.created = 0
+        self.closed = 0
+
+    def count(self) -> tuple[int, int, int]:
+        """(open now, created so far, closed so far)."""
+        established = established_peers(self.port)
+        with self._lock:
+            self.created += len(established - self._open)
+            self.closed += len(self._open - established)
+            self._open = established
+            return len(established), self.created, self.closed
+
+
+def established_peers(port: int) -> set[tuple[str, int]]:
+    """Remote (address, port) of this process's established connections to ``port``."""
+    try:
+        conns = psutil.Process().net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return set()
+    return {
+        (c.raddr.ip, c.raddr.port)
+        for c in conns
+        if c.status == psutil.CONN_ESTABLISHED and c.raddr and c.laddr.port == port
+    }
