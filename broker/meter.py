@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import collections
 import time
+from typing import NamedTuple
 
 DEFAULT_WINDOW_S = 60.0
 _SAMPLES = 12
@@ -38,29 +39,44 @@ class Meter:
         )
 
     def add(self, msgs: int, size: int) -> None:
-        self._sample()
+        self._sample(time.monotonic())
         self.msgs += msgs
         self.bytes += size
 
-    def _sample(self) -> None:
-        now = time.monotonic()
-        if not self._samples or now - self._samples[-1][0] >= self._spacing_s:
-            self._samples.append((now, self.msgs, self.bytes))
+    def _sample(self, now: float) -> None:
+        samples = self._samples
+        if not samples or now - samples[-1][0] >= self._spacing_s:
+            samples.append((now, self.msgs, self.bytes))
 
     def rates(self) -> tuple[float, float]:
         """(messages/s, bytes/s) over the last ``window_s`` seconds."""
-        self._sample()
+        samples = self._samples
+        if not samples or (samples[0][1] == self.msgs and samples[0][2] == self.bytes):
+            return 0.0, 0.0  # nothing since the oldest sample: nothing in any window
         now = time.monotonic()
-        old = next((s for s in self._samples if now - s[0] <= self.window_s), None)
-        if old is None or now - old[0] <= 0:
-            return 0.0, 0.0
-        span = now - old[0]
-        return (self.msgs - old[1]) / span, (self.bytes - old[2]) / span
+        if now - samples[-1][0] >= self._spacing_s:
+            samples.append((now, self.msgs, self.bytes))
+        since = now - self.window_s
+        for t, msgs, size in samples:
+            if t >= since:
+                span = now - t
+                if span <= 0:
+                    return 0.0, 0.0
+                return (self.msgs - msgs) / span, (self.bytes - size) / span
+        return 0.0, 0.0
 
 
 # Pulsar's bands: storage write latency in milliseconds, entry size in bytes.
 WRITE_LATENCY_BOUNDS_MS = (0.5, 1, 5, 10, 20, 50, 100, 200, 1000)
 ENTRY_SIZE_BOUNDS_BYTES = (128, 512, 1024, 2048, 4096, 16384, 102400, 1048576)
+
+
+class Shown(NamedTuple):
+    """A StatsBuckets' last complete interval."""
+
+    counts: list[int]
+    sum: float
+    observed: int  # values in all bands
 
 
 class StatsBuckets:
@@ -90,6 +106,11 @@ class StatsBuckets:
         self._counts[bisect.bisect_left(self.bounds, value)] += 1
         self._sum += value if sum_value is None else sum_value
         self._count += 1
+
+    def shown(self) -> Shown:
+        """What is shown (the last complete interval), as one value: a roll
+        replaces the counts list rather than changing it."""
+        return Shown(self.counts, self.sum, self.count)
 
     def roll(self) -> None:
         """The interval ended: show its counts, start the next from zero."""

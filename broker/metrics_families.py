@@ -11,11 +11,11 @@ interval, plus ``_count`` and ``_sum``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker.meter import ENTRY_SIZE_BOUNDS_BYTES, WRITE_LATENCY_BOUNDS_MS, StatsBuckets
-from broker.metrics import BrokerMetrics, TopicMetrics
+from broker.meter import ENTRY_SIZE_BOUNDS_BYTES, WRITE_LATENCY_BOUNDS_MS, Shown
+from broker.metrics import BrokerMetrics
 from broker.stats import SubscriptionFigures, TopicFigures
 from protos.prometheus_text import Family, OpStats, join
 
@@ -96,18 +96,21 @@ TOPIC_COLUMNS: list[Column] = [
     Column("pulsar_entry_size_sum", "Bytes of the entries stored in the last stats interval"),
 ]
 COLUMN_INDEX = {c.name: i for i, c in enumerate(TOPIC_COLUMNS)}
-# Topic-level series Pulsar writes per subscription only.
-OUT_TOTALS = frozenset({"pulsar_out_messages_total", "pulsar_out_bytes_total"})
+# With topic-level series on, these are written per subscription only (as
+# Pulsar writes the out counters), so a sum over a topic counts each once.
+PER_SUBSCRIPTION_ONLY = frozenset(
+    {"pulsar_out_messages_total", "pulsar_out_bytes_total", "pulsar_subscription_delayed"}
+)
 
 
-def _buckets(b: StatsBuckets) -> list[float]:
-    return [*b.counts[:-1], b.counts[-1], b.counts[-1], b.count, b.sum]
+def _buckets(b: Shown) -> list[float]:
+    return [*b.counts[:-1], b.counts[-1], b.counts[-1], b.observed, b.sum]
 
 
-def topic_values(f: TopicFigures, m: TopicMetrics) -> list[float]:
+def topic_values(f: TopicFigures) -> list[float]:
     """One topic's row, in TOPIC_COLUMNS order."""
-    latency = _buckets(m.write_latency)
-    sizes = m.entry_size
+    latency = _buckets(f.write_latency)
+    sizes = f.entry_size
     return [
         len(f.subscriptions),
         f.producers,
@@ -130,7 +133,7 @@ def topic_values(f: TopicFigures, m: TopicMetrics) -> list[float]:
         f.delayed,
         *latency,
         *sizes.counts,
-        sizes.count,
+        sizes.observed,
         sizes.sum,
     ]
 
@@ -189,9 +192,18 @@ BROKER_TOTALS: list[tuple[str, str, str | None]] = [
 ]
 
 
-def broker_totals_of(values: list[float]) -> list[float]:
-    """What one topic's row adds to the pulsar_broker_* totals."""
-    return [1 if col is None else values[COLUMN_INDEX[col]] for _, _, col in BROKER_TOTALS]
+def broker_totals(rows: Sequence[tuple[str, Sequence[float]]], topics: int) -> list[float]:
+    """The pulsar_broker_* totals: the topic columns summed over ``rows``
+    (topic rows, or namespace rows: those of topics no longer served hold
+    only counters, which no total uses)."""
+    out: list[float] = []
+    for _, _, col in BROKER_TOTALS:
+        if col is None:
+            out.append(topics)
+        else:
+            i = COLUMN_INDEX[col]
+            out.append(sum(values[i] for _, values in rows))
+    return out
 
 
 # pulsar_ml_*: per namespace (Pulsar labels it "tenant/ns/persistent").
@@ -208,17 +220,15 @@ ML_NAMESPACE_COLUMNS: list[Column] = [
 ]
 
 
-def ml_namespace_values(f: TopicFigures, m: TopicMetrics) -> list[float]:
-    write_bytes_rate = m.writes.rates()[1]
-    read_rate, read_bytes_rate = m.reads.rates()
+def ml_namespace_values(f: TopicFigures) -> list[float]:
     return [
-        write_bytes_rate,
-        write_bytes_rate * f.write_quorum,
+        f.write_bytes_rate,
+        f.write_bytes_rate * f.write_quorum,
         f.write_rate,
-        m.write_latency.count,
-        m.add_errors_shown,
-        read_rate,
-        read_bytes_rate,
+        f.write_latency.observed,
+        f.add_errors,
+        f.read_rate,
+        f.read_bytes_rate,
         f.backlog_messages,
         f.storage * f.write_quorum,
     ]
@@ -236,8 +246,7 @@ def column_families(
         if column.name in skip:
             continue
         family = Family(column.name, "gauge", column.help)
-        extra = column.namespace_labels if namespace_level else ""
-        family.samples = [("", join(lab, extra), values[i]) for lab, values in rows]
+        family.add_table(rows, i, column.namespace_labels if namespace_level else "")
         out.append(family)
     return out
 

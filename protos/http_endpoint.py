@@ -14,9 +14,8 @@ any other path        ``404``; a method other than GET or HEAD ``405``; a
 Theory of operation. The server runs on the process's own event loop
 (asyncio streams, HTTP/1.1 with keep-alive, as Prometheus scrapes). How the
 metrics text is made is the process's business (``render``: the broker
-takes a snapshot of its topics on the loop and formats it in a thread; the
-bookie and the metastore format their prometheus-client registry in a
-thread). Readiness is asked of the gRPC health service itself, over the
+reads and formats its topics on the loop a slice at a time; the bookie and
+the metastore format theirs in a thread). Readiness is asked of the gRPC health service itself, over the
 process's own local gRPC address, so ``/status.html`` and a gRPC probe can
 never disagree. Everything is bounded: ``max_connections`` open connections
 (the next one gets ``503`` and is closed), a request head of
@@ -40,6 +39,7 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 8192
 READ_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 60.0
+REFUSE_READ_TIMEOUT_S = 1.0
 HEALTH_TIMEOUT_S = 2.0
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METRICS_PATHS = ("/metrics", "/metrics/")
@@ -81,6 +81,8 @@ def parse_head(head: bytes) -> Request:
     if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
         raise BadRequest(f"not an HTTP/1.x request line: {lines[0][:80]!r}")
     method, target, version = parts
+    if not (method.isascii() and method.isalpha() and method.isupper()):
+        raise BadRequest(f"not an HTTP method: {method[:20]!r}")
     keep_alive = version != "HTTP/1.0"
     for line in lines[1:]:
         if not line:
@@ -168,17 +170,26 @@ class HttpEndpoint:
         task = asyncio.current_task()
         assert task is not None
         if len(self._connections) >= self.max_connections:
-            writer.write(response(503, b"too many connections\n", "text/plain", False, False))
-            await _close(writer)
+            await self._refuse(reader, writer)
             return
         self._connections.add(task)
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
+        except asyncio.CancelledError:
+            pass  # close(): the connection ends here
         finally:
             self._connections.discard(task)
             await _close(writer)
+
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """503 for a connection over the bound: its request is read first
+        (briefly), so closing does not reset the connection under the answer."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REFUSE_READ_TIMEOUT_S)
+        writer.write(response(503, b"too many connections\n", "text/plain", False, False))
+        await _close(writer)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         timeout_s = READ_TIMEOUT_S

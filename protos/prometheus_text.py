@@ -54,24 +54,35 @@ def value_text(v: float) -> str:
     return repr(v)
 
 
+Row = tuple[str, Sequence[float]]  # (label string, values)
+
+
 @dataclass
 class Family:
-    """One metric family: its HELP and TYPE and its samples, each
-    (name suffix, label string, value)."""
+    """One metric family: its HELP and TYPE, its samples, each (name
+    suffix, label string, value), and its *tables*: rows of (label string,
+    values) of which column ``i`` belongs to this family, with labels to
+    add to each (a topic's row holds all of its gauges; each family reads
+    its column, with no per-sample objects made)."""
 
     name: str
     type: str
     help: str
     samples: list[tuple[str, str, float]] = field(default_factory=list)
+    tables: list[tuple[Sequence[Row], int, str]] = field(default_factory=list)
 
     def add(self, label_str: str, value: float, suffix: str = "") -> None:
         self.samples.append((suffix, label_str, value))
+
+    def add_table(self, rows: Sequence[Row], column: int, extra_labels: str = "") -> None:
+        """Rows' values must be finite numbers (ints, floats)."""
+        self.tables.append((rows, column, extra_labels))
 
 
 def render(families: Iterable[Family]) -> str:
     out: list[str] = []
     for f in families:
-        if not f.samples:
+        if not f.samples and not any(rows for rows, _, _ in f.tables):
             continue
         out.append(f"# HELP {f.name} {f.help}\n# TYPE {f.name} {f.type}\n")
         name = f.name
@@ -81,6 +92,11 @@ def render(families: Iterable[Family]) -> str:
             else f"{name}{suffix} {value_text(v)}\n"
             for suffix, lab, v in f.samples
         )
+        for rows, i, extra in f.tables:  # list comprehensions: twice a generator's speed
+            if extra:
+                out.append("".join([f"{name}{{{lab},{extra}}} {v[i]}\n" for lab, v in rows]))
+            else:
+                out.append("".join([f"{name}{{{lab}}} {v[i]}\n" for lab, v in rows]))
     return "".join(out)
 
 

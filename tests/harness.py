@@ -35,9 +35,16 @@ def wait_for(
 
 
 class StandaloneCluster:
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args or []
+        # Settings for the children, e.g. MAGNETAR_BROKER_STATS_UPDATE_FREQUENCY_IN_SECS.
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
         self.endpoints: dict[str, Any] = {}
 
@@ -77,7 +84,13 @@ class StandaloneCluster:
         # data dir (a pipe nobody reads could fill up).
         with open(self.supervisor_log, "a") as out:
             self.proc = subprocess.Popen(
-                cmd, cwd=ROOT, stdout=out, stderr=out, text=True, start_new_session=True
+                cmd,
+                cwd=ROOT,
+                stdout=out,
+                stderr=out,
+                text=True,
+                start_new_session=True,
+                env={**os.environ, **self.env},
             )
 
         def ready() -> bool:

@@ -26,9 +26,9 @@ from broker.dispatch_rules import (
 )
 from broker.dispatcher import EntryFacts, SharedDispatcher, SingleActiveConsumerDispatcher
 from broker.key_shared import KeyHashTracker, StickyRangeSelector
+from broker.metrics import TopicMetrics
 from broker.modes import SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
-from broker.metrics import TopicMetrics
 from broker.settings import BrokerSettings
 from broker.subscription import Subscription
 from protos.topic_name import TopicName

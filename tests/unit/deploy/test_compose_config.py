@@ -4,14 +4,16 @@ invariants: only the brokers' client ports and Prometheus are published,
 on 127.0.0.1; every Magnetar service has an init, a health check by
 `magnetar health` and a named volume where it keeps data; bookies wait for
 healthy metastore nodes and brokers for healthy bookies; the peer list
-names every metastore service; Prometheus scrapes every process."""
+names every metastore service; Prometheus scrapes every process with the
+scrape config and rules of deploy/prometheus, mounted where the config
+finds its rules."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "deploy" / "compose"
+PROMETHEUS = ROOT / "deploy" / "prometheus"
 FILES = ["docker-compose.yml", "standalone.yml"]
 METRICS_PORT = {"metastore": 7000, "bookie": 8000, "broker": 8080}
 
@@ -96,17 +99,42 @@ def test_cluster_file_invariants() -> None:
 
 def test_prometheus_scrapes_every_process() -> None:
     cfg = _config("docker-compose.yml")
-    scrape = yaml.safe_load((COMPOSE / "prometheus.yml").read_text())
-    targets = {t for job in scrape["scrape_configs"] for sc in job["static_configs"]
-               for t in sc["targets"]}  # fmt: skip
+    scrape = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    targets = {
+        (job["job_name"], t)
+        for job in scrape["scrape_configs"]
+        for sc in job["static_configs"]
+        for t in sc["targets"]
+    }
     expected = {
-        f"{name}:{METRICS_PORT[_role(name)]}"
+        (_role(name), f"{name}:{METRICS_PORT[_role(name)]}")
         for name in cfg["services"]
         if _role(name) in METRICS_PORT
     }
     assert targets == expected
-    mounts = cfg["services"]["prometheus"]["volumes"]
-    assert "./prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+    assert all(
+        job.get("metrics_path", "/metrics") == "/metrics" for job in scrape["scrape_configs"]
+    )
+
+
+def test_prometheus_mounts_the_shipped_config_and_rules() -> None:
+    """One scrape config (deploy/prometheus) and its rules, mounted where the
+    config's relative rule_files find them in the container."""
+    mounts = _config("docker-compose.yml")["services"]["prometheus"]["volumes"]
+    binds = {}
+    for mount in mounts:
+        source, target, *_ = mount.split(":")
+        if source.startswith("."):
+            binds[target] = (COMPOSE / source).resolve()
+    config_target = "/etc/prometheus/prometheus.yml"
+    assert binds[config_target] == PROMETHEUS / "prometheus.yml"
+    scrape = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    for pattern in scrape["rule_files"]:
+        directory, _, glob = pattern.rpartition("/")
+        in_container = str(PurePosixPath(config_target).parent / directory)
+        assert in_container in binds, f"rule_files {pattern!r}: {in_container} is not mounted"
+        assert list(binds[in_container].glob(glob)), f"rule_files {pattern!r} matches no file"
+    assert not (COMPOSE / "prometheus.yml").exists(), "a second scrape config in deploy/compose"
 
 
 def test_standalone_file() -> None:
