@@ -45,7 +45,7 @@ class GroupCommitter:
         on_group_done: Callable[
             [list[Callable[[BaseException | None], None]], BaseException | None], None
         ],
-        observe: Callable[[int, int, float], None] | None = None,
+        observe: Callable[[int, int, float, bool], None] | None = None,
     ) -> None:
         self.observe = observe
         self.store = store
@@ -123,5 +123,5 @@ class GroupCommitter:
             self.groups += 1
             self.entries_written += entries
             if self.observe is not None:
-                self.observe(entries, size, time.perf_counter() - started)
+                self.observe(entries, size, time.perf_counter() - started, exc is None)
             self.on_group_done([item.done for item in group], exc)

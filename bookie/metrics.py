@@ -28,7 +28,6 @@ from protos import prometheus_text
 from protos.prometheus_text import BOOKKEEPER_QUANTILES, Family, OpStats
 
 LEDGER_COUNT_REFRESH_S = 30.0
-LEDGER_COUNT_LIMIT = 10_000_000
 WINDOW_S = 60.0  # BookKeeper's latency rollover
 
 
@@ -78,11 +77,13 @@ class BookieMetrics:
         self._lock = threading.Lock()
         self._last_rotate = time.monotonic()
 
-    def group_written(self, entries: int, size: int, seconds: float, sync_seconds: float) -> None:
-        """The group committer's report (its thread) of one synced group."""
+    def group_written(self, entries: int, size: int, sync_seconds: float | None) -> None:
+        """The group committer's report (its thread) of one group written;
+        ``sync_seconds`` its fdatasync (None: no sync ran, or the write failed)."""
         self.force_write_batch_entries.record(entries)
         self.force_write_batch_bytes.record(size)
-        self.journal_sync.record(sync_seconds * 1000)
+        if sync_seconds is not None:
+            self.journal_sync.record(sync_seconds * 1000)
 
     def _rotate_if_due(self) -> None:
         now = time.monotonic()
@@ -103,7 +104,7 @@ class BookieMetrics:
     def _ledger_count(self) -> int:
         count, when = self._ledgers
         if time.monotonic() - when >= LEDGER_COUNT_REFRESH_S:
-            count = self.store.ledger_count(LEDGER_COUNT_LIMIT)
+            count = self.store.ledger_count_estimate()
             self._ledgers = (count, time.monotonic())
         return count
 

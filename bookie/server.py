@@ -69,8 +69,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
         self.loop.call_soon_threadsafe(run)
 
-    def _group_written(self, entries: int, size: int, seconds: float) -> None:
-        self.metrics.group_written(entries, size, seconds, self.store.journal.last_sync_s)
+    def _group_written(self, entries: int, size: int, seconds: float, ok: bool) -> None:
+        sync_s = self.store.journal.last_sync_s if ok and self.settings.journal_sync else None
+        self.metrics.group_written(entries, size, sync_s)
 
     def render_metrics(self) -> bytes:
         """``/metrics`` (called in a thread)."""
@@ -123,10 +124,12 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     def _add(self, req: AddRequestView) -> asyncio.Future:
         fut: asyncio.Future = self.loop.create_future()
+        received = time.perf_counter()
         try:
-            write, state = self._prepare_add(req)
+            write, state = self._prepare_add(req)  # checks every record's digest
         except _RequestError as exc:
-            self.metrics.add_request.record(False, 0.0, max(1, len(req.entries)))
+            latency_ms = (time.perf_counter() - received) * 1000
+            self.metrics.add_request.record(False, latency_ms, max(1, len(req.entries)))
             fut.set_result(
                 bookie_pb2.AddResponse(
                     request_id=req.request_id,
@@ -140,9 +143,10 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         size, n, max_lac = len(write.records.data), write.records.entries, write.records.max_lac
 
         def done(exc: BaseException | None) -> None:
-            latency_ms = (time.perf_counter() - started) * 1000
+            now = time.perf_counter()
+            latency_ms = (now - started) * 1000  # accepted (checked) to durable
             m = self.metrics
-            m.add_request.record(exc is None, latency_ms, n)
+            m.add_request.record(exc is None, (now - received) * 1000, n)
             m.add_entry.record(exc is None, latency_ms, n)
             if exc is None:
                 state.lac = max(state.lac, max_lac)
@@ -185,13 +189,17 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     # ---------------------------------------------------------------- reads
 
-    def _count_read(self, started: float, entries: int, size: int, ok: bool = True) -> None:
-        """A read of ``entries`` entries (``size`` bytes) that began at ``started``."""
+    def _count_read(
+        self, started: float, read_at: float, entries: int, size: int, ok: bool = True
+    ) -> None:
+        """A read of ``entries`` entries (``size`` bytes) that began at
+        ``started``, whose storage read ended at ``read_at`` and whose answer
+        is ready now."""
         if entries == 0 and ok:
             return
-        latency_ms = (time.perf_counter() - started) * 1000
-        self.metrics.read_request.record(ok, latency_ms, max(entries, 1))
-        self.metrics.read_entry.record(ok, latency_ms, max(entries, 1))
+        n = max(entries, 1)
+        self.metrics.read_request.record(ok, (time.perf_counter() - started) * 1000, n)
+        self.metrics.read_entry.record(ok, (read_at - started) * 1000, n)
         self.metrics.read_bytes += size
 
     async def ReadEntry(
@@ -201,8 +209,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         got = await self.loop.run_in_executor(
             self.readers, self.store.get, request.ledger_id, request.entry_id
         )
-        self._count_read(started, 1, len(got[2]) if got is not None else 0, got is not None)
+        read_at = time.perf_counter()
         if got is None:
+            self._count_read(started, read_at, 1, 0, ok=False)
             return bookie_pb2.ReadEntryResponse(
                 error=error(
                     common_pb2.NO_SUCH_ENTRY,
@@ -211,12 +220,14 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             )
         digest, lac, payload = got
         if entry_digest(request.ledger_id, request.entry_id, lac, payload) != digest:
+            self._count_read(started, read_at, 1, 0, ok=False)
             return bookie_pb2.ReadEntryResponse(
                 error=error(
                     common_pb2.DIGEST_MISMATCH,
                     f"stored entry {request.entry_id} of ledger {request.ledger_id} is corrupt",
                 )
             )
+        self._count_read(started, read_at, 1, len(payload))
         return bookie_pb2.ReadEntryResponse(
             entry_id=request.entry_id, lac=lac, digest=digest, payload=payload
         )
@@ -247,6 +258,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 request.last_entry_id,
                 per_msg,
             )
+            read_at = time.perf_counter()
             if not rows or rows[0][0] != first:
                 yield bookie_pb2.ReadRangeResponse(
                     error=error(
@@ -275,7 +287,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 resp.digests.append(digest)
                 resp.payloads.append(payload)
                 expected += 1
-            self._count_read(started, len(resp.entry_ids), sum(map(len, resp.payloads)))
+            self._count_read(started, read_at, len(resp.entry_ids), sum(map(len, resp.payloads)))
             yield resp
             first = expected  # after a hole, the next pass reports it
 
@@ -332,6 +344,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             rows = await self.loop.run_in_executor(
                 self.readers, self.store.get_many, request.ledger_id, ids[start : start + per_msg]
             )
+            read_at = time.perf_counter()
             resp = bookie_pb2.ReadRangeResponse()
             for eid, got in rows:
                 if got is None:
@@ -347,7 +360,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 resp.lacs.append(lac)
                 resp.digests.append(digest)
                 resp.payloads.append(payload)
-            self._count_read(started, len(resp.entry_ids), sum(map(len, resp.payloads)))
+            self._count_read(started, read_at, len(resp.entry_ids), sum(map(len, resp.payloads)))
             yield resp
 
     async def DeleteLedger(
@@ -449,6 +462,7 @@ async def start_grpc(
         settings.metrics_port,
         serving.thread_render(service.render_metrics),
         settings.http_max_connections,
+        settings.http_min_render_interval_ms,
     )
     if endpoint is not None:
         endpoint.health.address = serving.local_address(settings.bind_address, port)
@@ -511,6 +525,8 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     async def leave() -> None:
         disk_watch.cancel()
         serving.set_serving(health, False)
+        if endpoint is not None:  # before the store closes: no scrape reads a closed store
+            await endpoint.close()
         await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 5))
         await registration  # closes the session: the bookie leaves the registry at once
 
@@ -522,6 +538,4 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
         store.close()  # the journal and RocksDB close cleanly whatever the metastore does
     last = deadline + settings.shutdown_timeout_s * 0.1
     await serving.bounded_shutdown(metastore.close, last, log, "closing the client")
-    if endpoint is not None:
-        await serving.bounded_shutdown(endpoint.close, last, log, "closing HTTP")
     log.info("bookie stopped")

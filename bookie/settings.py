@@ -8,6 +8,7 @@ from protos.settings import (
     advertised_address_setting,
     bind_address_setting,
     http_max_connections_setting,
+    http_min_render_interval_ms_setting,
     malloc_arenas_setting,
     malloc_trim_threshold_mb_setting,
     metrics_port_setting,
@@ -23,6 +24,7 @@ class BookieSettings:
     port: int = setting(3181, "gRPC port (0 = pick a free port).")
     metrics_port: int = metrics_port_setting(8000)
     http_max_connections: int = http_max_connections_setting()
+    http_min_render_interval_ms: int = http_min_render_interval_ms_setting()
     data_dir: str = setting("./data/bookie", "Directory of the RocksDB entry store and cookie.")
     metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
     bookie_id: str = setting(

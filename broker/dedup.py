@@ -162,6 +162,12 @@ def admit(
         meta = parse_metadata(entry)
     except CorruptedEntryError as exc:
         return Admission(Outcome.REFUSED, code=exc.code, message=exc.message)
+    if messages < 1:
+        return Admission(
+            Outcome.REFUSED,
+            code=common_pb2.INVALID_ARGUMENT,
+            message=f"an entry holds at least one message; the send says {messages}",
+        )
     highest = sequence_id + messages - 1
     inner_chunk = meta.num_chunks_from_msg > 1 and meta.chunk_id < meta.num_chunks_from_msg - 1
     if not state.enabled or inner_chunk:

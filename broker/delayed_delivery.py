@@ -29,8 +29,7 @@ class DelayedDeliveryTracker:
         self.strict = strict
         self.max_tracked = max_tracked
         self._by_time: SortedList = SortedList()  # (deliver_at_ms, position)
-        self._payload: dict[Position, Any] = {}
-        self._messages: dict[Position, int] = {}
+        self._payload: dict[Position, tuple[Any, int]] = {}  # position -> (payload, messages)
         self.messages = 0  # messages of the tracked entries
 
     def is_delayed(self, deliver_at_ms: int, now_ms: int) -> bool:
@@ -50,8 +49,7 @@ class DelayedDeliveryTracker:
         assert not self.full, "the caller checks full before reading more entries"
         if pos in self._payload:
             return
-        self._payload[pos] = payload
-        self._messages[pos] = messages
+        self._payload[pos] = (payload, messages)
         self.messages += messages
         self._by_time.add((deliver_at_ms, pos))
 
@@ -60,8 +58,9 @@ class DelayedDeliveryTracker:
         slack = 0 if self.strict else self.tick_ms
         while self._by_time and self._by_time[0][0] - slack <= now_ms:
             _, pos = self._by_time.pop(0)
-            out.append((pos, self._payload.pop(pos)))
-            self.messages -= self._messages.pop(pos)
+            payload, messages = self._payload.pop(pos)
+            out.append((pos, payload))
+            self.messages -= messages
         return out
 
     def next_wakeup_ms(self) -> int | None:
@@ -74,7 +73,6 @@ class DelayedDeliveryTracker:
     def clear(self) -> None:
         self._by_time.clear()
         self._payload.clear()
-        self._messages.clear()
         self.messages = 0
 
     def __len__(self) -> int:

@@ -3,8 +3,8 @@
 One byte-bounded cache per broker (``managed_ledger_cache_size_mb``): an
 entry is kept from the moment it is stored, and the oldest go first once
 the bytes held exceed the bound. An entry larger than the whole bound is
-never kept. A miss is read from the bookies (the managed ledger reports it
-with :meth:`EntryCache.missed`). Entries never change once stored and
+never kept. A miss is read from the bookies (the managed ledger reports each
+read's hits and misses with :meth:`EntryCache.counted`). Entries never change once stored and
 ledger ids are never reused, so an entry of a topic closed here stays valid
 until it ages out.
 
@@ -46,14 +46,15 @@ class EntryCache:
             self.evicted += 1
 
     def get(self, pos: Position) -> bytes | None:
-        data = self._entries.get(pos)
-        if data is not None:
-            self.hits.add(1, len(data))
-        return data
+        return self._entries.get(pos)
 
-    def missed(self, entries: int, size: int) -> None:
-        """``entries`` entries (``size`` bytes) were read from bookies instead."""
-        self.misses.add(entries, size)
+    def counted(self, hits: int, hit_bytes: int, misses: int, miss_bytes: int) -> None:
+        """One read's entries served from the cache and read from bookies
+        (counted once per read, not per entry: this is the dispatch path)."""
+        if hits:
+            self.hits.add(hits, hit_bytes)
+        if misses:
+            self.misses.add(misses, miss_bytes)
 
     def clear(self) -> None:
         self.evicted += len(self._entries)

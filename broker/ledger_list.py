@@ -19,8 +19,11 @@ def decode(value: bytes) -> tuple[list[int], dict[int, int]]:
     """The ledger ids and the message totals of a record."""
     record = json.loads(value)
     ids = [int(i) for i in record["ledgers"]]
-    totals = {}
-    for key, total in record.get("messages", {}).items():
+    totals: dict[int, int] = {}
+    recorded = record.get("messages")
+    if not isinstance(recorded, dict):
+        return ids, totals  # none recorded (or not as we write them): estimates
+    for key, total in recorded.items():
         try:
             totals[int(key)] = int(total)
         except (TypeError, ValueError):

@@ -21,7 +21,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from bookie.ledger_client import LedgerClient
@@ -36,7 +36,7 @@ from broker.ledger_rules import (
     idle_rollover_due,
     should_roll,
 )
-from broker.message_counts import MessageCounts
+from broker.message_counts import MessageCounts, TableBudget
 from broker.metrics import TopicMetrics
 from metastore.client import BadVersionError, MetastoreClient
 from protos import common_pb2, metadata_paths
@@ -83,6 +83,7 @@ class ManagedLedger:
         max_outstanding_adds: int,
         rollover: RolloverPolicy | None = None,
         metrics: TopicMetrics | None = None,
+        message_budget: TableBudget | None = None,
     ) -> None:
         self.topic = topic
         self.key = metadata_paths.managed_ledger(topic)
@@ -102,7 +103,7 @@ class ManagedLedger:
         self.bytes_added = 0
         # Messages per entry of every ledger (backlogs count messages), and
         # what the topic's metrics count of adds and reads.
-        self.message_counts = MessageCounts()
+        self.message_counts = MessageCounts(message_budget)
         self.metrics = metrics if metrics is not None else TopicMetrics(topic, 60.0, "", False)
         self.rollover = rollover or RolloverPolicy()
         self.cursors: set[CursorMark] = set()
@@ -151,7 +152,7 @@ class ManagedLedger:
         writer = await self.ledger_client.create_ledger(e, qw, qa)
         new_ids = [*kept, writer.ledger_id]
         self.message_counts.new_ledger(writer.ledger_id)
-        body = self._encode_list(new_ids)
+        body = self._encode_list(new_ids, kept)
         try:
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
         except BadVersionError:
@@ -181,6 +182,7 @@ class ManagedLedger:
                 log.warning("%s: closing ledger %d: %s", self.topic, writer.ledger_id, exc)
             else:
                 await self._record_totals(writer)
+        self.message_counts.release()
 
     async def _record_totals(self, closed: LedgerWriter) -> None:
         """Write the ledger list again with the message total of the ledger
@@ -190,7 +192,9 @@ class ManagedLedger:
             return
         try:
             self._version = await self.metastore.put(
-                self.key, self._encode_list(self.ledger_ids), expected_version=self._version
+                self.key,
+                self._encode_list(self.ledger_ids, [*self.closed_ledgers, closed.ledger_id]),
+                expected_version=self._version,
             )
         except (BadVersionError, MagnetarServerError) as exc:
             log.info("%s: message totals not recorded: %s", self.topic, exc)
@@ -264,7 +268,7 @@ class ManagedLedger:
         self.entries_added += 1
         self.bytes_added += len(data)
         self.message_counts.added(pos[0], pos[1], messages)
-        self._count_add(len(data), time.monotonic() - started)
+        self.metrics.entry_stored(len(data), time.monotonic() - started)
         if not out.done():
             out.set_result(pos)
         if stored is not None:
@@ -273,16 +277,6 @@ class ManagedLedger:
             listener()
         if self._rolling is None and writer is self.writer and self._should_roll(writer):
             self._rolling = asyncio.get_running_loop().create_task(self._roll())
-
-    def _count_add(self, size: int, latency_s: float) -> None:
-        """Pulsar's storage figures of one stored entry (latency from the add
-        call, queueing in the broker included, as Pulsar measures it)."""
-        m = self.metrics
-        latency_ms = latency_s * 1000
-        m.writes.add(1, size)
-        m.write_latency.add(latency_ms, latency_s * 1e6)  # Pulsar sums microseconds
-        m.entry_size.add(size)
-        m.publish_latency_ms.record(latency_ms)
 
     def _add_failed(self, writer: LedgerWriter, out: asyncio.Future, exc: BaseException) -> None:
         if isinstance(exc, LedgerFencedError) and not self._recovering_own:
@@ -361,7 +355,7 @@ class ManagedLedger:
         writer = await self.ledger_client.create_ledger(e, qw, qa)
         new_ids = [*self.ledger_ids, writer.ledger_id]
         self.message_counts.new_ledger(writer.ledger_id)
-        body = self._encode_list(new_ids)
+        body = self._encode_list(new_ids, [*self.closed_ledgers, closed.ledger_id])
         try:
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
         except BadVersionError:
@@ -391,6 +385,7 @@ class ManagedLedger:
                     if md.last_entry_id > failed.lac:
                         rows = await self.ledger_client.read(md, failed.lac + 1, md.last_entry_id)
                         recovered = [((failed.ledger_id, eid), data) for eid, data in rows]
+                        self.message_counts.recovered(recovered)
                         if self.on_recovered_entries is not None:
                             self.on_recovered_entries(recovered)
                     writer = await self._switch_ledger(md)
@@ -439,6 +434,9 @@ class ManagedLedger:
     async def _trim_once(self) -> None:
         """Delete closed ledgers that every durable cursor has fully consumed
         (non-durable cursors never hold data back)."""
+        marks = self._durable_marks()
+        if marks:
+            self.message_counts.fold_before(min(marks)[0])  # asked of no durable cursor
         try:
             doomed = deletable_ledgers(
                 self.ledger_ids,
@@ -450,7 +448,7 @@ class ManagedLedger:
             if not doomed:
                 return
             kept = [i for i in self.ledger_ids if i not in doomed]
-            body = self._encode_list(kept)
+            body = self._encode_list(kept, self.closed_ledgers)
             self._version = await self.metastore.put(self.key, body, expected_version=self._version)
             self.ledger_ids = kept
             for ledger_id in doomed:
@@ -481,8 +479,10 @@ class ManagedLedger:
         cursors never hold data back)."""
         return [c.state.mark_delete_position for c in self.cursors if c.durable]
 
-    def _encode_list(self, ledger_ids: list[int]) -> bytes:
-        return ledger_list.encode(ledger_ids, self.message_counts.totals())
+    def _encode_list(self, ledger_ids: list[int], closed: Iterable[int]) -> bytes:
+        """The ledger list record, with the message totals of ``closed``
+        ledgers (a ledger still written has no final total)."""
+        return ledger_list.encode(ledger_ids, self.message_counts.totals(closed))
 
     # ---------------------------------------------------------------- positions
 
@@ -549,6 +549,7 @@ class ManagedLedger:
         size = 0
         pos = self.normalize(start)
         last = self.last_confirmed
+        missed = missed_size = 0
         while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
             data = self.cache.get(pos)
             if data is None:
@@ -556,7 +557,7 @@ class ManagedLedger:
                 if not fetched:
                     break
                 fetched_size = sum(len(item[1]) for item in fetched)
-                self.cache.missed(len(fetched), fetched_size)
+                missed, missed_size = missed + len(fetched), missed_size + fetched_size
                 out.extend(fetched)
                 size += fetched_size
                 pos = self.next_position(fetched[-1][0])
@@ -566,6 +567,7 @@ class ManagedLedger:
             pos = self.next_position(pos)
         if out:
             self.metrics.reads.add(len(out), size)
+            self.cache.counted(len(out) - missed, size - missed_size, missed, missed_size)
         return out
 
     async def _read_from_bookies(

@@ -99,6 +99,15 @@ class TopicMetrics:
             self.namespace_label_str, topic_label_str(name, split)
         )
 
+    def entry_stored(self, size: int, latency_s: float) -> None:
+        """Pulsar's storage figures of one stored entry (latency from the
+        broker's add call, its queueing included, as Pulsar measures it)."""
+        latency_ms = latency_s * 1000
+        self.writes.add(1, size)
+        self.write_latency.add(latency_ms, latency_s * 1e6)  # Pulsar sums microseconds
+        self.entry_size.add(size)
+        self.publish_latency_ms.record(latency_ms)
+
     def subscription(self, name: str) -> SubscriptionMetrics:
         sub = self.subscriptions.get(name)
         if sub is None:
@@ -107,6 +116,11 @@ class TopicMetrics:
             )
             sub = self.subscriptions[name] = SubscriptionMetrics(self.window_s, label_str)
         return sub
+
+    def forget_subscription(self, name: str) -> None:
+        """The subscription was deleted (unsubscribed, or a non-persistent
+        one lost its last consumer)."""
+        self.subscriptions.pop(name, None)
 
     def keep_subscriptions(self, names: set[str]) -> None:
         """Forget subscriptions that no longer exist (the topic closed)."""
@@ -172,6 +186,9 @@ class BrokerMetrics:
         self.split = settings.split_topic_and_partition_label_in_prometheus
         self.max_unloaded = settings.max_unloaded_topic_metrics
         self._served: dict[str, TopicMetrics] = {}
+        # Topic instances using each served object: an unload's close can
+        # still be running when the next load of the same topic starts.
+        self._users: dict[str, int] = {}
         self._unloaded: collections.OrderedDict[str, TopicMetrics] = collections.OrderedDict()
         self.departed: dict[str, NamespaceTotals] = {}
         self.lookups = RequestStats()
@@ -195,15 +212,25 @@ class BrokerMetrics:
                 name, self.window_s, self.cluster, self.split, self.publish_latency_ms
             )
         self._served[key] = metrics
+        self._users[key] = self._users.get(key, 0) + 1
         return metrics
 
-    def topic_closed(self, name: TopicName, subscriptions: set[str]) -> None:
-        """The topic is no longer served here: keep its metrics for a reload."""
-        metrics = self._served.pop(name.full_name, None)
+    def topic_closed(self, name: TopicName, subscriptions: set[str] | None) -> None:
+        """An instance of the topic stopped (closed, or its load failed:
+        ``subscriptions`` None keeps them all). Once no instance uses them,
+        its metrics are kept for a reload, with the subscriptions it had."""
+        key = name.full_name
+        users = self._users.get(key, 0) - 1
+        if users > 0:
+            self._users[key] = users  # a newer instance of the topic still counts into it
+            return
+        self._users.pop(key, None)
+        metrics = self._served.pop(key, None)
         if metrics is None:
             return
-        metrics.keep_subscriptions(subscriptions)
-        self._unloaded[name.full_name] = metrics
+        if subscriptions is not None:
+            metrics.keep_subscriptions(subscriptions)
+        self._unloaded[key] = metrics
         while len(self._unloaded) > self.max_unloaded:
             _, old = self._unloaded.popitem(last=False)
             self.departed.setdefault(old.namespace, NamespaceTotals()).fold(old)

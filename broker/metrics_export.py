@@ -70,7 +70,7 @@ Row = tuple[str, list[float]]
 class Snapshot:
     """What one scrape shows, read on the event loop: each served topic's
     figures, and the counters of topics loading or served here earlier
-    (namespace level only); rows are made from it in the render thread."""
+    (namespace level only); :meth:`MetricsExporter.rows` makes rows of it."""
 
     served: list[tuple[TopicMetrics, TopicFigures, bool]] = field(default_factory=list)
     earlier: list[tuple[str, tuple[int, int, int, int]]] = field(default_factory=list)
@@ -142,8 +142,8 @@ class MetricsExporter:
         return snap
 
     def rows(self, snap: Snapshot) -> Rows:
-        """The snapshot's rows (in the render thread: only the snapshot's
-        own objects and immutable label strings are read here)."""
+        """The snapshot's rows (only the snapshot's own objects and
+        immutable label strings are read here)."""
         rows = Rows()
         for metrics, f, persistent in snap.served:
             values = topic_values(f)
@@ -200,8 +200,11 @@ class MetricsExporter:
         loop = asyncio.get_running_loop()
         # Asking the kernel for connections is a syscall: it overlaps the snapshot.
         connections = loop.run_in_executor(None, self.connections.count)
-        snap = await self.snapshot()
-        families = self.families(snap, await connections)
+        try:
+            snap = await self.snapshot()
+        finally:
+            counted = await connections
+        families = self.families(snap, counted)
         parts = []
         for i, family in enumerate(families):
             if i and i % RENDER_FAMILIES_PER_TURN == 0:

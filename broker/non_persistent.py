@@ -83,6 +83,7 @@ class NonPersistentTopic(TopicBase):
     def subscription_idle(self, sub: Subscription) -> None:
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
+            self.metrics.forget_subscription(sub.name)
 
     async def _open_cursor(
         self, sub_name: str, latest: bool, durable: bool, mark_delete: Position | None

@@ -131,7 +131,11 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     )
     exporter = MetricsExporter(settings, core.topics, core.load_manager, address)
     endpoint, metrics_port = await serving.start_http(
-        settings.bind_address, settings.metrics_port, exporter.render, settings.http_max_connections
+        settings.bind_address,
+        settings.metrics_port,
+        exporter.render,
+        settings.http_max_connections,
+        settings.http_min_render_interval_ms,
     )
     local = serving.local_address(settings.bind_address, int(address.rpartition(":")[2]))
     if endpoint is not None:

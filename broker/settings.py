@@ -9,6 +9,7 @@ from protos.settings import (
     advertised_address_setting,
     bind_address_setting,
     http_max_connections_setting,
+    http_min_render_interval_ms_setting,
     malloc_arenas_setting,
     malloc_trim_threshold_mb_setting,
     metrics_port_setting,
@@ -24,6 +25,7 @@ class BrokerSettings:
     port: int = setting(6650, "gRPC port for clients and admin (0 = pick a free port).")
     metrics_port: int = metrics_port_setting(8080)
     http_max_connections: int = http_max_connections_setting()
+    http_min_render_interval_ms: int = http_min_render_interval_ms_setting()
     metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
     cluster_name: str = setting("standalone", "Name of the cluster this broker belongs to.")
     max_message_size: int = setting(
@@ -74,6 +76,13 @@ class BrokerSettings:
     )
     managed_ledger_cache_size_mb: int = setting(
         64, "Memory for recently added entries served to tailing consumers."
+    )
+    managed_ledger_message_counts_max_entries: int = setting(
+        10_000_000,
+        "Entries (8 bytes each) of the per-entry message-count tables the broker keeps for "
+        "backlogs in messages (needed only when batch sizes vary); past it a topic growing a "
+        "table keeps only the totals of its oldest ledgers, and backlogs inside those become "
+        "estimates (docs/metrics.md).",
     )
     managed_ledger_max_outstanding_adds: int = setting(
         10000, "Entries a topic may have in flight to bookies before publishes wait."

@@ -257,6 +257,7 @@ class TopicBase:
                 )
             if self.subscriptions.get(sub.name) is sub:
                 del self.subscriptions[sub.name]
+                self.metrics.forget_subscription(sub.name)
             sub.remove_consumer(consumer)
             await sub.cursor.delete()
 

@@ -28,6 +28,7 @@ from broker.entry_cache import EntryCache
 from broker.errors import BrokerError
 from broker.ledger_rules import RolloverPolicy
 from broker.managed_ledger import ManagedLedger
+from broker.message_counts import TableBudget
 from broker.metrics import BrokerMetrics, TopicMetrics
 from broker.namespaces import Namespaces
 from broker.non_persistent import NonPersistentTopic
@@ -73,6 +74,7 @@ class TopicRegistry:
         self.ownership = ownership
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
+        self.message_budget = TableBudget(settings.managed_ledger_message_counts_max_entries)
         self.cache = EntryCache(
             settings.managed_ledger_cache_size_mb * 1024 * 1024,
             settings.stats_update_frequency_in_secs,
@@ -111,7 +113,6 @@ class TopicRegistry:
             topic = await self._load(name)
         except BaseException as exc:
             loads.failures += 1
-            self.metrics.topic_closed(name, set())  # its metrics, if any, wait for a reload
             fut.set_exception(exc)
             fut.exception()  # retrieved: waiters re-raise it
             raise
@@ -158,12 +159,17 @@ class TopicRegistry:
             )
         metrics = self.metrics.topic(name)
         ledger = self._managed_ledger(name, metrics)
-        await ledger.open()
-        topic = Topic(name, ledger, self.settings, self.metastore, metrics)
-        ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
-        if policies[0].deduplication(self.settings):
-            await topic.enable_dedup()
-        await topic.load_cursors()
+        try:
+            await ledger.open()
+            topic = Topic(name, ledger, self.settings, self.metastore, metrics)
+            ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
+            if policies[0].deduplication(self.settings):
+                await topic.enable_dedup()
+            await topic.load_cursors()
+        except BaseException:
+            ledger.message_counts.release()
+            self.metrics.topic_closed(name, None)  # its counters wait for the next load
+            raise
         return topic
 
     def _managed_ledger(self, name: TopicName, metrics: TopicMetrics) -> ManagedLedger:
@@ -179,6 +185,7 @@ class TopicRegistry:
             cache=self.cache,
             max_outstanding_adds=s.managed_ledger_max_outstanding_adds,
             metrics=metrics,
+            message_budget=self.message_budget,
         )
 
     # ---------------------------------------------------------------- policies

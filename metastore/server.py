@@ -41,6 +41,7 @@ from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, Record, vali
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.data_dir_lock import DataDirLock
 from protos.errors import error
+from protos.http_endpoint import HttpEndpoint
 
 log = logging.getLogger("metastore")
 
@@ -404,7 +405,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     async def _expire_once(self) -> None:
         """One pass of the leader's session expiry (see the module doc)."""
         leader = self.node.is_leader
-        self._publish_status(leader)
+        self._log_role(leader)
         if not leader:
             self._deadlines.not_leading()
             return
@@ -429,17 +430,13 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
                 metrics.LEASES_EXPIRED.inc()
         self._deadlines.forget_ended(sessions)
 
-    def _publish_status(self, leader: bool) -> None:
+    def _log_role(self, leader: bool) -> None:
         """A log line when this node's role changes."""
         role = (leader, self.node.term)
         if role != self._seen_role:
             self._seen_role = role
-            log.info(
-                "node %s is %s in term %d",
-                self.layout.node_id,
-                "the leader" if leader else "a follower",
-                role[1],
-            )
+            state = "the leader" if leader else "a follower"
+            log.info("node %s is %s in term %d", self.layout.node_id, state, role[1])
 
     @property
     def open_watches(self) -> int:
@@ -510,6 +507,23 @@ def _ports(settings: MetastoreSettings) -> tuple[ClusterLayout, str, int, int]:
     return ClusterLayout.from_settings(settings, port, raft_port), bind, port, raft_port
 
 
+async def _start_http(
+    settings: MetastoreSettings, service: MetastoreService, bind: str, port: int
+) -> tuple[HttpEndpoint | None, int]:
+    """/metrics (etcd's and Pulsar's series, metastore/metrics.py) and /status.html."""
+    metrics.register(service, Path(settings.data_dir))
+    endpoint, metrics_port = await serving.start_http(
+        bind,
+        settings.metrics_port,
+        serving.thread_render(lambda: generate_latest(REGISTRY)),
+        settings.http_max_connections,
+        settings.http_min_render_interval_ms,
+    )
+    if endpoint is not None:
+        endpoint.health.address = serving.local_address(bind, port)
+    return endpoint, metrics_port
+
+
 async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("metastore", settings.log_level)
     lock = DataDirLock(Path(settings.data_dir), "metastore")
@@ -531,13 +545,7 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, bind, port)
-    metrics.register(service, Path(settings.data_dir))
-    render = serving.thread_render(lambda: generate_latest(REGISTRY))
-    endpoint, metrics_port = await serving.start_http(
-        bind, settings.metrics_port, render, settings.http_max_connections
-    )
-    if endpoint is not None:
-        endpoint.health.address = serving.local_address(bind, port)
+    endpoint, metrics_port = await _start_http(settings, service, bind, port)
     await server.start()
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
@@ -583,9 +591,9 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
         await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 5))
 
     try:
+        if endpoint is not None:  # before the node: a scrape never reads a stopped one
+            await serving.bounded_shutdown(endpoint.close, deadline, log, "closing HTTP")
         await serving.bounded_shutdown(stop_server, deadline, log, "stopping the gRPC server")
     finally:
         node.stop()  # the Raft journal is flushed and closed
-    if endpoint is not None:
-        await serving.bounded_shutdown(endpoint.close, deadline, log, "closing HTTP")
     log.info("metastore stopped")

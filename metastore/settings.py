@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from protos.settings import (
     advertised_address_setting,
     http_max_connections_setting,
+    http_min_render_interval_ms_setting,
     metrics_port_setting,
     setting,
     shutdown_timeout_setting,
@@ -26,6 +27,7 @@ class MetastoreSettings:
     raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")
     metrics_port: int = metrics_port_setting(7000)
     http_max_connections: int = http_max_connections_setting()
+    http_min_render_interval_ms: int = http_min_render_interval_ms_setting()
     data_dir: str = setting("./data/metastore", "Directory of the Raft journal and snapshot.")
     node_id: str = setting("", "This node's id in ``peers`` (required when peers is set).")
     peers: str = setting(

@@ -15,12 +15,17 @@ Theory of operation. The server runs on the process's own event loop
 (asyncio streams, HTTP/1.1 with keep-alive, as Prometheus scrapes). How the
 metrics text is made is the process's business (``render``: the broker
 reads and formats its topics on the loop a slice at a time; the bookie and
-the metastore format theirs in a thread). Readiness is asked of the gRPC health service itself, over the
+the metastore format theirs in a thread). Requests arriving together share
+one render, and renders start at most every ``min_render_interval_s``
+(``http_min_render_interval_ms``), so no number of scrapers, pipelined
+requests or HEADs (answered without rendering) makes a process spend more
+than that. Readiness is asked of the gRPC health service itself, over the
 process's own local gRPC address, so ``/status.html`` and a gRPC probe can
 never disagree. Everything is bounded: ``max_connections`` open connections
 (the next one gets ``503`` and is closed), a request head of
-``MAX_HEAD_BYTES``, ``READ_TIMEOUT_S`` to send it, ``IDLE_TIMEOUT_S`` between
-requests on one connection. A bad request changes nothing but its own
+``MAX_HEAD_BYTES`` arriving within ``READ_TIMEOUT_S`` once begun,
+``IDLE_TIMEOUT_S`` between requests on one connection, ``WRITE_TIMEOUT_S``
+for a client to take an answer. A bad request changes nothing but its own
 connection.
 """
 
@@ -39,7 +44,9 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 8192
 READ_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 60.0
+WRITE_TIMEOUT_S = 10.0
 REFUSE_READ_TIMEOUT_S = 1.0
+CLOSE_TIMEOUT_S = 1.0
 HEALTH_TIMEOUT_S = 2.0
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METRICS_PATHS = ("/metrics", "/metrics/")
@@ -98,13 +105,13 @@ def parse_head(head: bytes) -> Request:
     return Request(method, target.split("?", 1)[0], keep_alive)
 
 
-def response(status: int, body: bytes, content_type: str, keep_alive: bool, head: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {_REASONS[status]}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        f"Connection: {'keep-alive' if keep_alive else 'close'}",
-    ]
+def response(
+    status: int, body: bytes, content_type: str, keep_alive: bool, head: bool, length: bool = True
+) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Type: {content_type}"]
+    if length:
+        lines.append(f"Content-Length: {len(body)}")
+    lines.append(f"Connection: {'keep-alive' if keep_alive else 'close'}")
     if status == 405:
         lines.append("Allow: GET, HEAD")
     out = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -141,14 +148,22 @@ class HealthProbe:
 class HttpEndpoint:
     """``/metrics``, ``/metrics/`` and ``/status.html`` on one port (module docstring)."""
 
-    def __init__(self, render: Render, max_connections: int) -> None:
-        assert max_connections >= 1
+    def __init__(
+        self, render: Render, max_connections: int, min_render_interval_s: float = 0.0
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError(f"http_max_connections must be at least 1, not {max_connections}")
         self.render = render
         self.health = HealthProbe()
         self.max_connections = max_connections
+        self.min_render_interval_s = min_render_interval_s
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        self._refusing: set[asyncio.Task] = set()
+        self._rendering: asyncio.Task | None = None
+        self._next_render_at = 0.0
         self.scrapes = 0
+        self.renders = 0
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0 picks a free port); returns the port."""
@@ -160,42 +175,57 @@ class HttpEndpoint:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-            for task in list(self._connections):
+            tasks = self._connections | self._refusing
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._connections, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), CLOSE_TIMEOUT_S)
             self._server = None
         await self.health.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._connections) >= self.max_connections:
-            await self._refuse(reader, writer)
-            return
-        self._connections.add(task)
+        over = len(self._connections) >= self.max_connections
+        tracked = self._refusing if over else self._connections
+        tracked.add(task)
         try:
-            await self._serve(reader, writer)
+            if over:
+                await self._refuse(reader, writer)
+            else:
+                await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         except asyncio.CancelledError:
             pass  # close(): the connection ends here
         finally:
-            self._connections.discard(task)
+            tracked.discard(task)
             await _close(writer)
 
     async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """503 for a connection over the bound: its request is read first
-        (briefly), so closing does not reset the connection under the answer."""
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REFUSE_READ_TIMEOUT_S)
+        """503 for a connection over the bound. Its request is read first
+        (briefly; at once when the refused ones pile up too), so closing
+        does not reset the connection under the answer."""
+        if len(self._refusing) <= self.max_connections:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REFUSE_READ_TIMEOUT_S)
         writer.write(response(503, b"too many connections\n", "text/plain", False, False))
-        await _close(writer)
+
+    async def _read_head(self, reader: asyncio.StreamReader, first: bool) -> bytes:
+        """A request head: the first within READ_TIMEOUT_S; a later one on a
+        kept-alive connection may wait IDLE_TIMEOUT_S to begin, then has
+        READ_TIMEOUT_S to arrive whole."""
+        if first:
+            return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+        start = await asyncio.wait_for(reader.readexactly(1), IDLE_TIMEOUT_S)
+        return start + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        timeout_s = READ_TIMEOUT_S
+        first = True
         while True:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout_s)
+                head = await self._read_head(reader, first)
             except (asyncio.LimitOverrunError, ValueError):
                 writer.write(response(400, b"request head too large\n", "text/plain", False, False))
                 return
@@ -205,18 +235,21 @@ class HttpEndpoint:
                 writer.write(response(400, f"{exc}\n".encode(), "text/plain", False, False))
                 return
             writer.write(await self._answer(request))
-            await writer.drain()
+            # A client that stops reading gives its slot back within the bound.
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
             if not request.keep_alive:
                 return
-            timeout_s = IDLE_TIMEOUT_S
+            first = False
 
     async def _answer(self, request: Request) -> bytes:
         keep, head = request.keep_alive, request.method == "HEAD"
         if request.method not in ("GET", "HEAD"):
             return response(405, b"only GET and HEAD\n", "text/plain", keep, False)
         if request.path in METRICS_PATHS:
+            if head:  # nothing to render: the headers only, without a length
+                return response(200, b"", METRICS_CONTENT_TYPE, keep, True, length=False)
             try:
-                body = await self.render()
+                body = await self._body()
             except Exception:
                 log.exception("rendering the metrics failed")
                 return response(500, b"rendering the metrics failed\n", "text/plain", keep, head)
@@ -227,6 +260,30 @@ class HttpEndpoint:
                 return response(200, b"OK\n", "text/plain", keep, head)
             return response(503, b"not serving\n", "text/plain", keep, head)
         return response(404, f"no such path: {request.path}\n".encode(), "text/plain", keep, head)
+
+    async def _body(self) -> bytes:
+        """The metrics text, rendered after this request arrived. Requests
+        arriving together share one render, and renders start at most every
+        ``min_render_interval_s`` (a later request waits for the next one),
+        so no number of clients or pipelined requests makes the process
+        render more often than that."""
+        loop = asyncio.get_running_loop()
+        if self._rendering is None:
+            wait_s = self._next_render_at - loop.time()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)  # the rate bound, not a synchronisation
+        if self._rendering is None:
+            self._next_render_at = loop.time() + self.min_render_interval_s
+            self._rendering = asyncio.ensure_future(self.render())
+            self._rendering.add_done_callback(self._rendered)
+            self.renders += 1
+        return await asyncio.shield(self._rendering)
+
+    def _rendered(self, task: asyncio.Task) -> None:
+        if self._rendering is task:
+            self._rendering = None
+        if not task.cancelled():
+            task.exception()  # retrieved: each waiter gets it
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:

@@ -295,7 +295,7 @@ def advertised(bind_address: str, advertised_address: str) -> str:
 
 
 async def start_http(
-    host: str, port: int, render: Render, max_connections: int
+    host: str, port: int, render: Render, max_connections: int, min_render_interval_ms: int = 0
 ) -> tuple[HttpEndpoint | None, int]:
     """Serve ``/metrics`` and ``/status.html`` (protos/http_endpoint.py);
     port 0 picks a free one, -1 is off. Returns the endpoint and its port
@@ -303,7 +303,10 @@ async def start_http(
     its gRPC port once that is bound."""
     if port < 0:
         return None, -1
-    endpoint = HttpEndpoint(render, max_connections)
+    try:
+        endpoint = HttpEndpoint(render, max_connections, min_render_interval_ms / 1000)
+    except ValueError as exc:
+        raise StartRefused(str(exc)) from None
     try:
         return endpoint, await endpoint.start(host, port)
     except OSError as exc:

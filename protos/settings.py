@@ -86,6 +86,15 @@ def http_max_connections_setting() -> Any:
     )
 
 
+def http_min_render_interval_ms_setting() -> Any:
+    return setting(
+        1000,
+        "Shortest time between two renders of /metrics: scrapes arriving together share one, "
+        "a later one waits for the next (bounds what any number of scrapers costs; 0 = no "
+        "bound).",
+    )
+
+
 def shutdown_timeout_setting() -> Any:
     return setting(
         10.0,

@@ -96,6 +96,35 @@ def test_message_too_big_on_the_wire_is_refused_by_the_broker(cluster, topic):
             consumer.receive(timeout_millis=300)
 
 
+def test_an_entry_claiming_no_messages_is_refused_and_nothing_is_counted(cluster, topic):
+    """A raw client may claim 0 or fewer messages in an entry: a typed error,
+    nothing stored or counted, and the next send on the stream is answered."""
+    from client.message import PendingMessage, build_entry
+    from tests.metrics_scrape import scrape
+
+    entry = build_entry([PendingMessage(b"m", 0, lambda e, m: None)], "raw", 1)
+    requests = [
+        broker_pb2.ProducerRequest(create=broker_pb2.CreateProducer(topic=topic)),
+        broker_pb2.ProducerRequest(
+            send=broker_pb2.SendEntries(sequence_ids=[0], num_messages=[0], entries=[entry])
+        ),
+        broker_pb2.ProducerRequest(
+            send=broker_pb2.SendEntries(sequence_ids=[1], num_messages=[-5], entries=[entry])
+        ),
+        broker_pb2.ProducerRequest(
+            send=broker_pb2.SendEntries(sequence_ids=[2], num_messages=[1], entries=[entry])
+        ),
+        broker_pb2.ProducerRequest(close=broker_pb2.CloseProducer()),
+    ]
+    responses = list(_raw_stub(cluster).Produce(iter(requests), timeout=20))
+    kinds = [r.WhichOneof("response") for r in responses]
+    assert kinds == ["created", "send_error", "send_error", "receipts"]
+    assert {r.send_error.error.code for r in responses[1:3]} == {common_pb2.INVALID_ARGUMENT}
+    full = topic if "://" in topic else f"persistent://public/default/{topic}"
+    port = int(cluster.endpoints["metrics"]["broker"])
+    assert scrape(port).value("pulsar_in_messages_total", topic=full) == 1
+
+
 def test_garbage_entries_and_requests_get_typed_errors(cluster, topic):
     requests = [
         broker_pb2.ProducerRequest(create=broker_pb2.CreateProducer(topic=topic)),

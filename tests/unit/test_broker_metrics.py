@@ -133,3 +133,28 @@ def test_a_stats_interval_moves_every_kept_topic_on():
     assert served.add_errors_shown == 2
     m.roll()
     assert served.write_latency.count == 0 and served.add_errors_shown == 0
+
+
+def test_an_unload_still_closing_when_the_topic_loads_again_moves_nothing():
+    m = _metrics(max_unloaded_topic_metrics=0)  # an unloaded topic's object goes at once
+    name = TopicName.parse("t")
+    old = m.topic(name)
+    new = m.topic(name)  # loaded again before the old instance's close ended
+    assert new is old
+    old.meter_in.add(3, 3)
+    m.topic_closed(name, set())  # the old instance's close ends
+    assert m.served() == [new] and not m.departed  # still served, nothing folded
+    new.meter_in.add(2, 2)
+    m.topic_closed(name, set())
+    assert m.served() == [] and m.departed["public/default"].msgs_in == 5
+
+
+def test_a_failed_load_keeps_the_subscriptions_counters():
+    m = _metrics()
+    name = TopicName.parse("t")
+    m.topic(name).subscription("s").out.add(7, 70)
+    m.topic_closed(name, {"s"})
+    m.topic(name)  # the next load fails (bookies down, a lost race)
+    m.topic_closed(name, None)
+    assert m.topic(name).subscription("s").out.msgs == 7
+    m.topic_closed(TopicName.parse("never-loaded"), None)  # nothing to do

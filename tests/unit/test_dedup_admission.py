@@ -48,6 +48,8 @@ STEPS: list[tuple[Any, ...]] = [
     ("send", "q", 0, 1, ENTRY, A, True),  # producers are tracked apart
     ("send", "q", 9, 1, TOO_BIG, R, False),
     ("send", "q", 9, 1, GARBAGE, R, False),
+    ("send", "q", 9, 0, ENTRY, R, False),  # an entry of no messages
+    ("send", "q", 9, -3, ENTRY, R, False),
 ]
 
 
@@ -77,6 +79,10 @@ def test_refusals_and_retries_say_why():
     assert too_big.code == common_pb2.MESSAGE_TOO_BIG and "max_message_size" in too_big.message
     garbage = admit(GARBAGE, "p", 0, 1, state, MAX_SIZE)
     assert garbage.code == common_pb2.CORRUPTED_MESSAGE
+    empty = admit(ENTRY, "p", 0, 0, state, MAX_SIZE)
+    assert empty.code == common_pb2.INVALID_ARGUMENT and "at least one message" in empty.message
+    off = DedupState()
+    assert admit(ENTRY, "p", 0, 0, off, MAX_SIZE).outcome is R  # with deduplication off too
     state.pushed_to("p", 0)
     in_flight = admit(ENTRY, "p", 0, 1, state, MAX_SIZE)
     assert in_flight.code == common_pb2.SERVICE_NOT_READY and "retry" in in_flight.message

@@ -32,3 +32,14 @@ def test_the_tracker_says_when_it_is_full():
     assert t.full
     t.due(100)
     assert not t.full and len(t) == 0
+
+
+def test_the_tracker_counts_the_messages_it_holds():
+    t = DelayedDeliveryTracker(tick_ms=10, strict=True, max_tracked=10)
+    t.add((1, 1), 100, "a", messages=5)
+    t.add((1, 1), 100, "a", messages=5)  # read again: counted once
+    t.add((1, 2), 200, "b", messages=3)
+    assert t.messages == 8
+    assert t.due(150) == [((1, 1), "a")] and t.messages == 3
+    t.clear()
+    assert t.messages == 0 and len(t) == 0

@@ -61,7 +61,7 @@ def test_paths_and_methods():
         try:
             assert await _get(port, "/metrics") == (200, b"up 1\n")
             assert await _get(port, "/metrics/") == (200, b"up 1\n")
-            assert (await _get(port, "/metrics", "HEAD")) == (200, b"")
+            assert (await _get(port, "/metrics", "HEAD")) == (200, b"")  # no render
             assert (await _get(port, "/admin/v2/clusters"))[0] == 404
             assert (await _get(port, "/"))[0] == 404
             assert (await _get(port, "/metrics", "POST"))[0] == 405
@@ -69,7 +69,7 @@ def test_paths_and_methods():
             assert (await _ask(port, b"\x16\x03\x01garbage\r\n\r\n"))[0] == 400
             assert (await _ask(port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n"))[0] == 400
             assert await _get(port, "/metrics") == (200, b"up 1\n")  # still serving
-            assert ep.scrapes == 4
+            assert ep.scrapes == ep.renders == 3
         finally:
             await ep.close()
 
@@ -187,3 +187,98 @@ async def _wait(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("timed out")
         await asyncio.sleep(0.01)
+
+
+def test_scrapes_together_share_a_render_and_renders_are_rate_bound():
+    renders = 0
+
+    async def render() -> bytes:
+        nonlocal renders
+        renders += 1
+        await asyncio.sleep(0.05)  # a render that takes a while (the others arrive meanwhile)
+        return f"n {renders}\n".encode()
+
+    async def main() -> None:
+        ep = HttpEndpoint(render, max_connections=8, min_render_interval_s=0.3)
+        port = await ep.start("127.0.0.1", 0)
+        try:
+            together = await asyncio.gather(*(_get(port, "/metrics") for _ in range(5)))
+            assert {body for _, body in together} == {b"n 1\n"} and renders == 1
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            assert (await _get(port, "/metrics"))[1] == b"n 2\n"  # fresh, not the old text
+            assert loop.time() - started >= 0.2  # it waited for the next render slot
+            # 200 pipelined HEADs render nothing; the GET after them renders once.
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"HEAD /metrics HTTP/1.1\r\n\r\n" * 200)  # HEADs render nothing
+            writer.write(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            data = await asyncio.wait_for(reader.read(), 30)
+            assert data.count(b"HTTP/1.1 200 ") == 201 and renders == 3
+            writer.close()
+        finally:
+            await ep.close()
+
+    asyncio.run(main())
+
+
+def test_a_client_that_stops_reading_gives_its_slot_back(monkeypatch):
+    from protos import http_endpoint
+
+    monkeypatch.setattr(http_endpoint, "WRITE_TIMEOUT_S", 0.5)
+    big = b"x" * (16 << 20)  # more than the socket buffers hold
+
+    async def main() -> None:
+        ep = HttpEndpoint(_text(big), max_connections=1)
+        port = await ep.start("127.0.0.1", 0)
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")  # and never read
+            await _wait(lambda: len(ep._connections) == 1)
+            await _wait(lambda: not ep._connections)  # dropped once the write timed out
+            assert (await _get(port, "/status.html"))[0] == 503  # served again
+            writer.close()
+        finally:
+            await ep.close()
+
+    asyncio.run(main())
+
+
+def test_a_slow_or_idle_kept_alive_connection_is_closed(monkeypatch):
+    from protos import http_endpoint
+
+    monkeypatch.setattr(http_endpoint, "READ_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(http_endpoint, "IDLE_TIMEOUT_S", 0.6)
+
+    async def main() -> None:
+        ep = HttpEndpoint(_text(b"up 1\n"), max_connections=2)
+        port = await ep.start("127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /metrics HTTP/1.1\r\n\r\nGET /met")  # then nothing more
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 ")
+            await reader.readexactly(5)
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")  # then idle
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(5)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+            await _wait(lambda: not ep._connections)
+        finally:
+            await ep.close()
+
+    asyncio.run(main())
+
+
+def test_a_bound_below_one_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="http_max_connections must be at least 1"):
+        HttpEndpoint(_text(b""), max_connections=0)
+
+    async def main() -> None:
+        with pytest.raises(serving.StartRefused, match="at least 1"):
+            await serving.start_http("127.0.0.1", 0, _text(b""), 0)
+
+    asyncio.run(main())

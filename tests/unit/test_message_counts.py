@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from broker.message_counts import LedgerCounts, MessageCounts
+from broker import ledger_list
+from broker.message_counts import LedgerCounts, MessageCounts, TableBudget
 
 # Entries stored in order with these message counts -> (first, last) -> messages.
 WRITTEN = [
     # unbatched: one number, no table
-    ([1, 1, 1, 1], [((0, 3), 4), ((1, 2), 2), ((3, 3), 1), ((2, 9), 2), ((5, 9), 0)]),
+    ([1, 1, 1, 1], [((0, 3), 4), ((1, 2), 2), ((3, 3), 1), ((9, 2), 0)]),
     # full batches of 100: still one number
     ([100, 100, 100], [((0, 2), 300), ((1, 1), 100)]),
     # batches of varying size: cumulative table
     ([3, 1, 5, 2], [((0, 3), 11), ((1, 2), 6), ((2, 2), 5), ((3, 3), 2), ((0, 0), 3)]),
     # uniform at first, then a different one: the table keeps the first ones right
     ([2, 2, 2, 7], [((0, 2), 6), ((2, 3), 9), ((3, 3), 7)]),
-    ([], [((0, 0), 0)]),
+    ([], [((0, -1), 0)]),
 ]
 
 
@@ -58,7 +59,7 @@ def test_an_inherited_ledger_is_exact_in_whole_and_estimated_in_part(entries, to
     for (first, last), expected in queries:
         assert counts.messages(7, first, last) == expected, (entries, total, first, last)
     counts.added(7, entries, 3)  # an inherited ledger takes no new entries
-    assert counts.messages(7, 0, entries) == counts.messages(7, 0, entries - 1)
+    assert counts.totals([7]) == ({7: total} if total is not None else {})
 
 
 def test_a_recorded_total_below_the_entries_is_ignored():
@@ -67,14 +68,100 @@ def test_a_recorded_total_below_the_entries_is_ignored():
     assert counts.messages(1, 0, 9) == 10
 
 
-def test_totals_are_what_the_ledger_list_records():
+def test_totals_are_only_those_of_closed_ledgers():
     counts = MessageCounts()
     counts.inherited(1, 10, 40)  # recorded: kept as it was
     counts.inherited(2, 10, None)  # unknown: not recorded
-    counts.new_ledger(3)
-    for entry_id, n in enumerate([3, 4]):
-        counts.added(3, entry_id, n)
-    assert counts.totals() == {1: 40, 3: 7}
+    for ledger in (3, 4):
+        counts.new_ledger(ledger)
+        for entry_id, n in enumerate([3, 4]):
+            counts.added(ledger, entry_id, n)
+    # 4 is still being written: its total is not final, so it is never recorded.
+    assert counts.totals([1, 2, 3]) == {1: 40, 3: 7}
     counts.drop(1)
-    assert counts.totals() == {3: 7}
+    assert counts.totals([1, 2, 3]) == {3: 7}
     assert counts.messages(99, 0, 4) == 5  # a ledger it knows nothing of: one per entry
+
+
+def test_entries_past_what_is_known_count_one_each():
+    ledger = LedgerCounts()
+    for entry_id, n in enumerate([5, 5]):
+        ledger.added(entry_id, n)
+    assert ledger.messages(0, 4) == 10 + 3  # entries 2..4 not counted (yet)
+    assert ledger.messages(3, 4) == 2
+
+
+def test_a_send_claiming_no_messages_counts_one():
+    ledger = LedgerCounts()
+    ledger.added(0, 0)
+    ledger.added(1, -4)
+    assert ledger.total == 2
+
+
+def test_entries_read_back_after_a_failed_write_count_their_messages():
+    from protos import common_pb2
+    from protos.entry import encode_entry
+
+    def entry(n: int) -> bytes:
+        meta = common_pb2.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+        meta.num_messages_in_batch = n
+        return encode_entry(meta, b"x")
+
+    counts = MessageCounts()
+    counts.new_ledger(5)
+    counts.added(5, 0, 2)
+    counts.recovered([((5, 1), entry(7)), ((5, 2), b"garbage")])
+    assert [counts.messages(5, i, i) for i in range(3)] == [2, 7, 1]
+
+
+def test_tables_stay_within_the_brokers_bound():
+    budget = TableBudget(max_entries=10)
+    a, b = MessageCounts(budget), MessageCounts(budget)
+    for counts, ledger in ((a, 1), (b, 2)):
+        counts.new_ledger(ledger)
+        for entry_id, n in enumerate([1, 2, 3, 4]):  # varying: a table (5 entries)
+            counts.added(ledger, entry_id, n)
+    assert budget.used == 10 and a.exact(1) and b.exact(2)
+    a.new_ledger(3)
+    a.added(3, 0, 1)
+    a.added(3, 1, 2)  # a second table: over the bound, a folds its oldest
+    assert budget.used <= 10
+    assert not a.exact(1) and a.exact(3) and b.exact(2)
+    assert a.messages(1, 0, 3) == 10  # the whole ledger: still exact
+    assert a.messages(1, 0, 1) == 5  # a part of it: entries times the average (2.5)
+    a.release()
+    assert budget.used == b.budget.used == 5
+
+
+def test_ledgers_behind_every_durable_cursor_keep_only_their_totals():
+    counts = MessageCounts()
+    for ledger in (1, 2):
+        counts.new_ledger(ledger)
+        for entry_id, n in enumerate([1, 3]):
+            counts.added(ledger, entry_id, n)
+    counts.fold_before(2)
+    assert not counts.exact(1) and counts.exact(2)
+    assert counts.budget.used == 3
+    assert counts.totals([1, 2]) == {1: 4, 2: 4}
+    counts.added(1, 2, 5)  # a folded ledger still being written keeps its total right
+    assert counts.totals([1]) == {1: 9}
+
+
+LISTS = [
+    (b'{"ledgers": [3, 4], "messages": {"3": 100}}', ([3, 4], {3: 100})),
+    (b'{"ledgers": [3]}', ([3], {})),  # written before totals existed
+    (b'{"ledgers": [3], "messages": [1, 2]}', ([3], {})),  # not ours: estimates
+    (b'{"ledgers": [3], "messages": {"x": 1, "3": "y", "4": 2}}', ([3], {4: 2})),
+]
+
+
+@pytest.mark.parametrize(("record", "expected"), LISTS)
+def test_ledger_list_records(record, expected):
+    assert ledger_list.decode(record) == expected
+
+
+def test_ledger_list_round_trip():
+    assert ledger_list.decode(ledger_list.encode([1, 2, 9], {1: 5, 9: 7, 42: 1})) == (
+        [1, 2, 9],
+        {1: 5, 9: 7},
+    )
