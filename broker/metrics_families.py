@@ -26,6 +26,9 @@ class Column:
     help: str
     # Extra labels of the namespace-level series (Pulsar's remote_cluster="local").
     namespace_labels: str = ""
+    # A float (a rate, a sum of latencies): written with 9 significant digits,
+    # which costs half of Python's shortest repr (the bulk of a large scrape).
+    real: bool = False
 
 
 def _bucket_names(
@@ -59,10 +62,10 @@ TOPIC_COLUMNS: list[Column] = [
     Column("pulsar_subscriptions_count", "Subscriptions"),
     Column("pulsar_producers_count", "Connected producers"),
     Column("pulsar_consumers_count", "Connected consumers"),
-    Column("pulsar_rate_in", "Messages published per second"),
-    Column("pulsar_rate_out", "Messages dispatched per second"),
-    Column("pulsar_throughput_in", "Bytes published per second"),
-    Column("pulsar_throughput_out", "Bytes dispatched per second"),
+    Column("pulsar_rate_in", "Messages published per second", real=True),
+    Column("pulsar_rate_out", "Messages dispatched per second", real=True),
+    Column("pulsar_throughput_in", "Bytes published per second", real=True),
+    Column("pulsar_throughput_out", "Bytes dispatched per second", real=True),
     Column("pulsar_in_messages_total", "Messages published (grows; survives reloads)"),
     Column("pulsar_in_bytes_total", "Bytes published (grows; survives reloads)"),
     Column("pulsar_out_messages_total", "Messages dispatched (grows; survives reloads)"),
@@ -71,8 +74,8 @@ TOPIC_COLUMNS: list[Column] = [
     Column("pulsar_storage_logical_size", "Bytes stored, one copy"),
     Column("pulsar_storage_backlog_size", "Estimated bytes of the largest subscription backlog"),
     Column("pulsar_storage_offloaded_size", "Bytes offloaded to tiered storage (none)"),
-    Column("pulsar_storage_write_rate", "Entries stored per second"),
-    Column("pulsar_storage_read_rate", "Entries read back per second"),
+    Column("pulsar_storage_write_rate", "Entries stored per second", real=True),
+    Column("pulsar_storage_read_rate", "Entries read back per second", real=True),
     Column(
         "pulsar_msg_backlog",
         "Messages not yet acknowledged, summed over subscriptions",
@@ -89,6 +92,7 @@ TOPIC_COLUMNS: list[Column] = [
     Column(
         "pulsar_storage_write_latency_sum",
         "Storage write latency of the last stats interval, summed (microseconds, as Pulsar)",
+        real=True,
     ),
     *(Column(n, _SIZE_HELP) for n in ENTRY_SIZE_BANDS),
     Column("pulsar_entry_size_le_overflow", _SIZE_HELP + " (over 1 MB)"),
@@ -143,10 +147,12 @@ SUBSCRIPTION_COLUMNS: list[Column] = [
     Column("pulsar_subscription_back_log_no_delayed", "Backlog less delayed messages"),
     Column("pulsar_subscription_delayed", "Messages held for delayed delivery"),
     Column("pulsar_subscription_unacked_messages", "Messages delivered and not yet acknowledged"),
-    Column("pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
-    Column("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
-    Column("pulsar_subscription_msg_rate_redeliver", "Messages dispatched again per second"),
-    Column("pulsar_subscription_msg_ack_rate", "Messages acknowledged per second"),
+    Column("pulsar_subscription_msg_rate_out", "Messages dispatched per second", real=True),
+    Column("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second", real=True),
+    Column(
+        "pulsar_subscription_msg_rate_redeliver", "Messages dispatched again per second", real=True
+    ),
+    Column("pulsar_subscription_msg_ack_rate", "Messages acknowledged per second", real=True),
     Column(
         "pulsar_subscription_blocked_on_unacked_messages",
         "1 while dispatch is stopped by max_unacked_messages_per_subscription",
@@ -208,13 +214,17 @@ def broker_totals(rows: Sequence[tuple[str, Sequence[float]]], topics: int) -> l
 
 # pulsar_ml_*: per namespace (Pulsar labels it "tenant/ns/persistent").
 ML_NAMESPACE_COLUMNS: list[Column] = [
-    Column("pulsar_ml_AddEntryBytesRate", "Bytes stored per second"),
-    Column("pulsar_ml_AddEntryWithReplicasBytesRate", "Bytes stored per second, replicas included"),
-    Column("pulsar_ml_AddEntryMessagesRate", "Entries stored per second"),
+    Column("pulsar_ml_AddEntryBytesRate", "Bytes stored per second", real=True),
+    Column(
+        "pulsar_ml_AddEntryWithReplicasBytesRate",
+        "Bytes stored per second, replicas included",
+        real=True,
+    ),
+    Column("pulsar_ml_AddEntryMessagesRate", "Entries stored per second", real=True),
     Column("pulsar_ml_AddEntrySucceed", "Entries stored in the last stats interval"),
     Column("pulsar_ml_AddEntryErrors", "Entry adds that failed in the last stats interval"),
-    Column("pulsar_ml_ReadEntriesRate", "Entries read per second"),
-    Column("pulsar_ml_ReadEntriesBytesRate", "Bytes read per second"),
+    Column("pulsar_ml_ReadEntriesRate", "Entries read per second", real=True),
+    Column("pulsar_ml_ReadEntriesBytesRate", "Bytes read per second", real=True),
     Column("pulsar_ml_NumberOfMessagesInBacklog", "Messages not yet acknowledged"),
     Column("pulsar_ml_StoredMessagesSize", "Bytes stored, replicas included"),
 ]
@@ -246,7 +256,8 @@ def column_families(
         if column.name in skip:
             continue
         family = Family(column.name, "gauge", column.help)
-        family.add_table(rows, i, column.namespace_labels if namespace_level else "")
+        extra = column.namespace_labels if namespace_level else ""
+        family.add_table(rows, i, extra, ".9g" if column.real else "")
         out.append(family)
     return out
 

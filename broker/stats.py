@@ -14,7 +14,7 @@ subscription backlog in entries times the topic's average entry size.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.consumer import Consumer
 from broker.errors import BrokerError
@@ -29,13 +29,9 @@ from protos import common_pb2
 Position = tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class Backlog:
+class Backlog(NamedTuple):  # a tuple: made for every subscription at every scrape
     entries: int = 0
     messages: int = 0
-
-    def __sub__(self, other: Backlog) -> Backlog:
-        return Backlog(self.entries - other.entries, self.messages - other.messages)
 
 
 def backlog_between(topic: Topic, after: Position, through: Position) -> Backlog:
@@ -77,8 +73,7 @@ def subscription_backlog(sub: Subscription) -> Backlog:
         messages += counts.messages(start[0], start[1], end[1])
     for mask in state.batch_acked.values():
         messages += mask.bit_count()
-    left = backlog - Backlog(entries, messages)
-    return Backlog(max(0, left.entries), max(0, left.messages))
+    return Backlog(max(0, backlog.entries - entries), max(0, backlog.messages - messages))
 
 
 def delayed_messages(sub: Subscription) -> int:

@@ -69,20 +69,23 @@ class Family:
     type: str
     help: str
     samples: list[tuple[str, str, float]] = field(default_factory=list)
-    tables: list[tuple[Sequence[Row], int, str]] = field(default_factory=list)
+    tables: list[tuple[Sequence[Row], int, str, str]] = field(default_factory=list)
 
     def add(self, label_str: str, value: float, suffix: str = "") -> None:
         self.samples.append((suffix, label_str, value))
 
-    def add_table(self, rows: Sequence[Row], column: int, extra_labels: str = "") -> None:
-        """Rows' values must be finite numbers (ints, floats)."""
-        self.tables.append((rows, column, extra_labels))
+    def add_table(
+        self, rows: Sequence[Row], column: int, extra_labels: str = "", spec: str = ""
+    ) -> None:
+        """Rows' values must be finite numbers (ints, floats), written with
+        the format ``spec`` ("": Python's own)."""
+        self.tables.append((rows, column, extra_labels, spec))
 
 
 def render(families: Iterable[Family]) -> str:
     out: list[str] = []
     for f in families:
-        if not f.samples and not any(rows for rows, _, _ in f.tables):
+        if not f.samples and not any(rows for rows, _, _, _ in f.tables):
             continue
         out.append(f"# HELP {f.name} {f.help}\n# TYPE {f.name} {f.type}\n")
         name = f.name
@@ -92,11 +95,9 @@ def render(families: Iterable[Family]) -> str:
             else f"{name}{suffix} {value_text(v)}\n"
             for suffix, lab, v in f.samples
         )
-        for rows, i, extra in f.tables:  # list comprehensions: twice a generator's speed
-            if extra:
-                out.append("".join([f"{name}{{{lab},{extra}}} {v[i]}\n" for lab, v in rows]))
-            else:
-                out.append("".join([f"{name}{{{lab}}} {v[i]}\n" for lab, v in rows]))
+        for rows, i, extra, spec in f.tables:  # list comprehensions: twice a generator's speed
+            tail = f",{extra}}} " if extra else "} "
+            out.append("".join([f"{name}{{{lab}{tail}{v[i]:{spec}}\n" for lab, v in rows]))
     return "".join(out)
 
 
