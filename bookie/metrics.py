@@ -25,7 +25,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 from bookie.storage import EntryStore
 from protos import prometheus_text
-from protos.prometheus_text import BOOKKEEPER_QUANTILES, Family, OpStats
+from protos.prometheus_text import BOOKKEEPER_QUANTILES, Family, OpStats, counter, gauge
 
 LEDGER_COUNT_REFRESH_S = 30.0
 WINDOW_S = 60.0  # BookKeeper's latency rollover
@@ -114,7 +114,7 @@ class BookieMetrics:
         usage = shutil.disk_usage(self.store.path)
         percent = 100.0 * usage.used / usage.total if usage.total else 0.0
         out = [
-            _gauge("bookie_SERVER_STATUS", "1 writable, 0 read-only", 0 if self.read_only else 1),
+            gauge("bookie_SERVER_STATUS", "1 writable, 0 read-only", 0 if self.read_only else 1),
             self.add_request.family(
                 "bookkeeper_server_ADD_ENTRY_REQUEST", "Add request latency per entry (ms)"
             ),
@@ -127,39 +127,41 @@ class BookieMetrics:
             self.read_entry.family(
                 "bookkeeper_server_READ_ENTRY", "Storage read latency per entry (ms)"
             ),
-            _counter("bookie_WRITE_BYTES", "Entry bytes written", self.write_bytes),
-            _counter("bookie_READ_BYTES", "Entry bytes read", self.read_bytes),
-            _summary(
+            counter("bookie_WRITE_BYTES", "Entry bytes written", self.write_bytes, suffix=""),
+            counter("bookie_READ_BYTES", "Entry bytes read", self.read_bytes, suffix=""),
+            self.journal_add_entry.family(
                 "bookie_journal_JOURNAL_ADD_ENTRY",
                 "Queued to synced, per entry (ms)",
-                self.journal_add_entry,
+                BOOKKEEPER_QUANTILES,
             ),
-            _summary(
-                "bookie_journal_JOURNAL_SYNC", "Journal fdatasync latency (ms)", self.journal_sync
+            self.journal_sync.family(
+                "bookie_journal_JOURNAL_SYNC",
+                "Journal fdatasync latency (ms)",
+                BOOKKEEPER_QUANTILES,
             ),
-            _summary(
+            self.force_write_batch_entries.family(
                 "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_ENTRIES",
                 "Entries per group commit",
-                self.force_write_batch_entries,
+                BOOKKEEPER_QUANTILES,
             ),
-            _summary(
+            self.force_write_batch_bytes.family(
                 "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_BYTES",
                 "Bytes per group commit",
-                self.force_write_batch_bytes,
+                BOOKKEEPER_QUANTILES,
             ),
-            _gauge(
+            gauge(
                 "bookie_journal_JOURNAL_QUEUE_SIZE",
                 "Entries waiting for a group commit",
                 self.queued_entries,
             ),
-            _gauge("bookie_ledgers_count", "Ledgers stored", self._ledger_count()),
-            _gauge("bookie_entries_count", "Entries stored (RocksDB's estimate)", entries),
-            _gauge(
+            gauge("bookie_ledgers_count", "Ledgers stored", self._ledger_count()),
+            gauge("bookie_entries_count", "Entries stored (RocksDB's estimate)", entries),
+            gauge(
                 "bookie_ledger_writable_dirs",
                 "Ledger directories taking writes",
                 0 if self.read_only else 1,
             ),
-            _gauge(
+            gauge(
                 dir_usage_name(self.store.path), "Disk usage of the ledger directory (%)", percent
             ),
         ]
@@ -168,21 +170,3 @@ class BookieMetrics:
     def render(self) -> bytes:
         """The whole text (with the process's own series); call it in a thread."""
         return prometheus_text.render(self.families()).encode() + generate_latest(REGISTRY)
-
-
-def _gauge(name: str, help_text: str, value: float) -> Family:
-    family = Family(name, "gauge", help_text)
-    family.add("", value)
-    return family
-
-
-def _counter(name: str, help_text: str, value: float) -> Family:
-    family = Family(name, "counter", help_text)  # BookKeeper's: no _total
-    family.add("", value)
-    return family
-
-
-def _summary(name: str, help_text: str, stats: OpStats) -> Family:
-    family = Family(name, "summary", help_text)
-    stats.family_samples(family, "", BOOKKEEPER_QUANTILES)
-    return family

@@ -111,11 +111,14 @@ class TopicMetrics:
     def subscription(self, name: str) -> SubscriptionMetrics:
         sub = self.subscriptions.get(name)
         if sub is None:
-            label_str = prometheus_text.join(
-                self.label_str, prometheus_text.labels((("subscription", name),))
-            )
-            sub = self.subscriptions[name] = SubscriptionMetrics(self.window_s, label_str)
+            sub = SubscriptionMetrics(self.window_s, self.subscription_labels(name))
+            self.subscriptions[name] = sub
         return sub
+
+    def subscription_labels(self, name: str) -> str:
+        return prometheus_text.join(
+            self.label_str, prometheus_text.labels((("subscription", name),))
+        )
 
     def forget_subscription(self, name: str) -> None:
         """The subscription was deleted (unsubscribed, or a non-persistent
@@ -198,9 +201,6 @@ class BrokerMetrics:
         self.bundles_split = 0
         self.bundles_unloaded = 0
         self.broker_unloads = 0
-
-    def meter(self) -> Meter:
-        return Meter(self.window_s)
 
     def topic(self, name: TopicName) -> TopicMetrics:
         """The metrics of a topic loaded here: those it had when it was last

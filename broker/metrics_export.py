@@ -157,7 +157,7 @@ class MetricsExporter:
             rows.topics.append((metrics.label_str, values))
             for name, sf in f.subscriptions.items():
                 sub = metrics.subscriptions.get(name)
-                label_str = sub.label_str if sub is not None else _sub_labels(metrics, name)
+                label_str = sub.label_str if sub is not None else metrics.subscription_labels(name)
                 rows.subscriptions.append((label_str, subscription_values(sf)))
         for label_str, counts in snap.earlier:
             _add_row(rows.namespaces, label_str, _counters_row(*counts))
@@ -267,12 +267,6 @@ def _add_row(rows: dict[str, list[float]], key: str, values: list[float]) -> Non
     else:
         for i, v in enumerate(values):
             row[i] += v
-
-
-def _sub_labels(metrics: TopicMetrics, name: str) -> str:
-    return prometheus_text.join(
-        metrics.label_str, prometheus_text.labels((("subscription", name),))
-    )
 
 
 def _counters_row(msgs_in: int, bytes_in: int, msgs_out: int, bytes_out: int) -> list[float]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from broker.meter import ENTRY_SIZE_BOUNDS_BYTES, WRITE_LATENCY_BOUNDS_MS, Shown
 from broker.metrics import BrokerMetrics
 from broker.stats import SubscriptionFigures, TopicFigures
-from protos.prometheus_text import Family, OpStats, join
+from protos.prometheus_text import Family, counter, gauge, join
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ _LATENCY_HELP = (
 )
 _SIZE_HELP = "Entries stored in the last stats interval with a size in this band (bytes)"
 
+# Per topic (namespace level) and per subscription (topic level) alike.
+OUT_COLUMNS = [
+    Column("pulsar_out_messages_total", "Messages dispatched (grows; survives reloads)"),
+    Column("pulsar_out_bytes_total", "Bytes dispatched (grows; survives reloads)"),
+]
+
 TOPIC_COLUMNS: list[Column] = [
     Column("pulsar_subscriptions_count", "Subscriptions"),
     Column("pulsar_producers_count", "Connected producers"),
@@ -68,8 +74,7 @@ TOPIC_COLUMNS: list[Column] = [
     Column("pulsar_throughput_out", "Bytes dispatched per second", real=True),
     Column("pulsar_in_messages_total", "Messages published (grows; survives reloads)"),
     Column("pulsar_in_bytes_total", "Bytes published (grows; survives reloads)"),
-    Column("pulsar_out_messages_total", "Messages dispatched (grows; survives reloads)"),
-    Column("pulsar_out_bytes_total", "Bytes dispatched (grows; survives reloads)"),
+    *OUT_COLUMNS,
     Column("pulsar_storage_size", "Bytes stored on bookies, replicas included"),
     Column("pulsar_storage_logical_size", "Bytes stored, one copy"),
     Column("pulsar_storage_backlog_size", "Estimated bytes of the largest subscription backlog"),
@@ -158,8 +163,7 @@ SUBSCRIPTION_COLUMNS: list[Column] = [
         "1 while dispatch is stopped by max_unacked_messages_per_subscription",
     ),
     Column("pulsar_subscription_consumers_count", "Connected consumers"),
-    Column("pulsar_out_messages_total", "Messages dispatched (grows; survives reloads)"),
-    Column("pulsar_out_bytes_total", "Bytes dispatched (grows; survives reloads)"),
+    *OUT_COLUMNS,
 ]
 
 
@@ -262,25 +266,6 @@ def column_families(
     return out
 
 
-def _gauge(name: str, help_text: str, label_str: str, value: float) -> Family:
-    family = Family(name, "gauge", help_text)
-    family.add(label_str, value)
-    return family
-
-
-def _counter(name: str, help_text: str, label_str: str, value: float) -> Family:
-    """A prometheus-client style counter: TYPE ``name``, sample ``name_total``."""
-    family = Family(name, "counter", help_text)
-    family.add(label_str, value, "_total")
-    return family
-
-
-def _summary(name: str, help_text: str, label_str: str, stats: OpStats, qs: tuple) -> Family:
-    family = Family(name, "summary", help_text)
-    stats.family_samples(family, label_str, qs)
-    return family
-
-
 LOOKUP_QUANTILES = (0.5, 0.99, 0.999, 1.0)
 TOPIC_LOAD_QUANTILES = (0.5, 0.75, 0.95, 0.99, 0.999, 0.9999)
 PUBLISH_QUANTILES = (0.0, 0.5, 0.95, 0.99, 0.999, 0.9999, 1.0)
@@ -294,7 +279,7 @@ class BrokerLabels:
 
 def totals_families(labels: BrokerLabels, totals: list[float]) -> list[Family]:
     return [
-        _gauge(name, help_text, labels.cluster, value)
+        gauge(name, help_text, value, labels.cluster)
         for (name, help_text, _), value in zip(BROKER_TOTALS, totals, strict=True)
     ]
 
@@ -304,40 +289,35 @@ def request_families(labels: BrokerLabels, metrics: BrokerMetrics) -> list[Famil
     c = labels.cluster
     lookups, loads = metrics.lookups, metrics.topic_loads
     return [
-        _summary(
-            "pulsar_broker_lookup", "Lookup latency (ms)", c, lookups.latency_ms, LOOKUP_QUANTILES
+        lookups.latency_ms.family(
+            "pulsar_broker_lookup", "Lookup latency (ms)", LOOKUP_QUANTILES, c
         ),
-        _counter(
+        counter(
             "pulsar_broker_lookup_answers",
             "Lookups answered by this broker (it owns the topic, or it placed it)",
-            c,
             lookups.answers,
+            c,
         ),
-        _counter(
+        counter(
             "pulsar_broker_lookup_redirects",
             "Lookups answered with another broker",
-            c,
             lookups.redirects,
-        ),
-        _counter("pulsar_broker_lookup_failures", "Lookups that failed", c, lookups.failures),
-        _gauge("pulsar_broker_lookup_pending_requests", "Lookups in progress", c, lookups.pending),
-        _gauge(
-            "pulsar_broker_topic_load_pending_requests", "Topic loads in progress", c, loads.pending
-        ),
-        _summary(
-            "pulsar_topic_load_times",
-            "Topic load latency (ms)",
             c,
-            loads.latency_ms,
-            TOPIC_LOAD_QUANTILES,
         ),
-        _counter("pulsar_topic_load_failed", "Topic loads that failed", c, loads.failures),
-        _summary(
+        counter("pulsar_broker_lookup_failures", "Lookups that failed", lookups.failures, c),
+        gauge("pulsar_broker_lookup_pending_requests", "Lookups in progress", lookups.pending, c),
+        gauge(
+            "pulsar_broker_topic_load_pending_requests", "Topic loads in progress", loads.pending, c
+        ),
+        loads.latency_ms.family(
+            "pulsar_topic_load_times", "Topic load latency (ms)", TOPIC_LOAD_QUANTILES, c
+        ),
+        counter("pulsar_topic_load_failed", "Topic loads that failed", loads.failures, c),
+        metrics.publish_latency_ms.family(
             "pulsar_broker_publish_latency",
             "Storage latency of published entries (ms)",
-            c,
-            metrics.publish_latency_ms,
             PUBLISH_QUANTILES,
+            c,
         ),
     ]
 
@@ -356,32 +336,32 @@ def load_balancer_families(
             ("pulsar_lb_bandwidth_out_usage", "bandwidthOut"),
         ):
             out.append(
-                _gauge(
+                gauge(
                     name,
                     f"{key} usage in the last load report (%)",
-                    lb,
                     100.0 * float(report.get(key, 0.0)),
+                    lb,
                 )
             )
     out += [
-        _gauge("pulsar_lb_bundles_count", "Bundles this broker owns", lb, bundles_owned),
-        _gauge(
+        gauge("pulsar_lb_bundles_count", "Bundles this broker owns", bundles_owned, lb),
+        gauge(
             "pulsar_lb_bundles_split_total",
             "Bundles this broker split as load manager leader",
-            join(labels.cluster, 'metric="bundlesSplit"'),
             metrics.bundles_split,
+            join(labels.cluster, 'metric="bundlesSplit"'),
         ),
-        _gauge(
+        gauge(
             "pulsar_lb_unload_broker_total",
             "Brokers this broker shed load from as leader",
-            join(labels.cluster, 'metric="bundleUnloading"'),
             metrics.broker_unloads,
+            join(labels.cluster, 'metric="bundleUnloading"'),
         ),
-        _gauge(
+        gauge(
             "pulsar_lb_unload_bundle_total",
             "Bundles this broker unloaded as leader",
-            join(labels.cluster, 'metric="bundleUnloading"'),
             metrics.bundles_unloaded,
+            join(labels.cluster, 'metric="bundleUnloading"'),
         ),
     ]
     return out
@@ -418,7 +398,7 @@ CACHE_SERIES = [
 
 
 def cache_families(labels: BrokerLabels, figures: dict[str, float]) -> list[Family]:
-    return [_gauge(name, h, labels.cluster, figures[key]) for name, h, key in CACHE_SERIES]
+    return [gauge(name, h, figures[key], labels.cluster) for name, h, key in CACHE_SERIES]
 
 
 def connection_families(
@@ -426,11 +406,11 @@ def connection_families(
 ) -> list[Family]:
     lab = join(labels.broker, 'metric="broker_connection"')
     return [
-        _gauge("pulsar_active_connections", "Client connections open", lab, active),
-        _gauge(
-            "pulsar_connection_created_total_count", "Client connections seen opening", lab, created
+        gauge("pulsar_active_connections", "Client connections open", active, lab),
+        gauge(
+            "pulsar_connection_created_total_count", "Client connections seen opening", created, lab
         ),
-        _gauge(
-            "pulsar_connection_closed_total_count", "Client connections seen closing", lab, closed
+        gauge(
+            "pulsar_connection_closed_total_count", "Client connections seen closing", closed, lab
         ),
     ]

@@ -79,8 +79,6 @@ def _read_dump(s: socket.socket, family: int, port: int, peers: set[str]) -> Non
             body = offset + _NLMSG.size
             sport, dport, _, dst = _SOCKID.unpack_from(data, body + _MSG_HEAD.size)
             if sport == port:
-                # ipaddress, not socket.inet_ntop: pysyncobj replaces the latter
-                # with a Windows shim in any process that imports it.
                 size = 4 if family == socket.AF_INET else 16
                 peers.add(f"{ipaddress.ip_address(dst[:size])}:{dport}")
             offset += (length + 3) & ~3

@@ -22,8 +22,10 @@ pysyncobj needs four corrections here (DESIGN §9, measured):
 
 from __future__ import annotations
 
+import _socket
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +39,11 @@ from pysyncobj.journal import FileJournal, MetaStorer
 
 from metastore.metrics import SNAPSHOT, WAL_FSYNC
 from metastore.store import MetadataStore
+
+# pysyncobj's win_inet_pton module replaces socket.inet_ntop, on every
+# platform, with a Windows shim that fails on Linux; give the process the
+# real one back.
+socket.inet_ntop = _socket.inet_ntop
 
 log = logging.getLogger(__name__)
 

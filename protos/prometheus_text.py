@@ -57,6 +57,23 @@ def value_text(v: float) -> str:
 Row = tuple[str, Sequence[float]]  # (label string, values)
 
 
+def gauge(name: str, help_text: str, value: float, label_str: str = "") -> Family:
+    """A family of one gauge sample."""
+    family = Family(name, "gauge", help_text)
+    family.add(label_str, value)
+    return family
+
+
+def counter(
+    name: str, help_text: str, value: float, label_str: str = "", suffix: str = "_total"
+) -> Family:
+    """A family of one counter sample, written ``name`` + ``suffix``
+    (prometheus-client's ``_total``; BookKeeper's counters have none)."""
+    family = Family(name, "counter", help_text)
+    family.add(label_str, value, suffix)
+    return family
+
+
 @dataclass
 class Family:
     """One metric family: its HELP and TYPE, its samples, each (name
@@ -160,6 +177,12 @@ class OpStats:
                     out.append(min(bound, top))
                     break
         return out
+
+    def family(self, name: str, help_text: str, qs: Sequence[float], label_str: str = "") -> Family:
+        """A summary family of this one (quantiles ``qs``)."""
+        family = Family(name, "summary", help_text)
+        self.family_samples(family, label_str, qs)
+        return family
 
     def family_samples(
         self, family: Family, label_str: str, qs: Sequence[float], scale: float = 1.0
