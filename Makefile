@@ -5,12 +5,12 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: setup standalone cluster test lint protos docs bench clean image image-local compose-up compose-down
+.PHONY: setup standalone cluster test lint protos docs bench clean image image-local compose-up compose-down report-demo
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -e '.[dev]'
+	$(PYTHON) -m pip install -q -e '.[dev,spark]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -23,6 +23,11 @@ cluster: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest
+
+# A standalone, a short load of a known shape, the three Spark reports from its
+# stats topic (docs/reports.md); prints where the HTML report is. Needs Java 17.
+report-demo: $(VENV)/.installed
+	$(PYTHON) -m spark.demo
 
 lint: $(VENV)/.installed
 	$(PYTHON) -m ruff check .

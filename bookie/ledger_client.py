@@ -118,6 +118,21 @@ class LedgerClient:
                 out.append(bookie_id)
         return out
 
+    async def bookie_stats(self) -> dict[str, bookie_pb2.StatsResponse]:
+        """Disk and store figures of every available bookie (read-only ones
+        too) that answers; one that does not is left out."""
+        out = {}
+        for bookie_id in await self.metastore.children(metadata_paths.BOOKIES_AVAILABLE):
+            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
+            if stat is None:
+                continue
+            self._addresses[bookie_id] = json.loads(stat.value)["address"]
+            try:
+                out[bookie_id] = await self.connection(bookie_id).stats()
+            except (grpc.RpcError, BKError) as exc:
+                log.info("bookie %s gave no stats: %s", bookie_id, exc)
+        return out
+
     async def replace_bookies(
         self, ensemble: list[str], indexes: Iterable[int]
     ) -> list[str] | None:

@@ -11,6 +11,14 @@ only, and only closed ones that every durable cursor has moved past and
 that deduplication does not still replay (its ``hold_back`` position):
 the list stays a contiguous suffix of the topic's history.
 
+Retention (Pulsar's ``RetentionPolicies``) keeps such consumed ledgers a
+while longer: a consumed ledger goes only once it is older than the
+retention time or the topic is over the retention size, oldest first; -1
+means no limit of that kind, and both 0 (the default) means no retention.
+A ledger's age counts from when it stopped being written, which is when
+the next ledger of the list was created (a topic always writes its last
+ledger, so every closed ledger has a successor).
+
 These are decisions only: the caller passes the clock (``now_s``, seconds
 of a monotonic clock) and the state, and does the I/O.
 """
@@ -19,8 +27,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from bookie.ledger_metadata import LedgerMetadata
 
 Position = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Pulsar's retentionTimeInMinutes and retentionSizeInMB, in seconds and
+    bytes; -1 = no limit of that kind."""
+
+    time_s: float = 0.0
+    size_bytes: int = 0
+
+    @property
+    def keeps_nothing(self) -> bool:
+        return self.time_s == 0 and self.size_bytes == 0
+
+
+NO_RETENTION = RetentionPolicy()
 
 
 @dataclass(frozen=True)
@@ -85,3 +112,94 @@ def deletable_ledgers(
             break
         doomed.append(ledger_id)
     return doomed
+
+
+class LedgerFacts(NamedTuple):
+    """What trimming needs of a ledger: where it ends, when it was created
+    (ms since the epoch) and its size in bytes."""
+
+    last_entry: int
+    ctime_ms: int
+    length: int
+
+
+def trimmable(
+    ledger_ids: Sequence[int],
+    closed: Mapping[int, LedgerFacts],
+    current: tuple[int, LedgerFacts] | None,
+    durable_marks: Sequence[Position],
+    hold_back: Position | None,
+    retention: RetentionPolicy,
+    now_ms: int,
+) -> list[int]:
+    """The ledgers to delete now: consumed (:func:`deletable_ledgers`) and
+    past retention (:func:`past_retention`). ``current`` is the ledger being
+    written, if any."""
+    consumed = deletable_ledgers(
+        ledger_ids,
+        {i: f.last_entry for i, f in closed.items()},
+        current[0] if current is not None else None,
+        durable_marks,
+        hold_back,
+    )
+    if retention.keeps_nothing or not consumed:
+        return consumed
+    facts = dict(closed)
+    if current is not None:
+        facts[current[0]] = current[1]
+    ended = {
+        ledger_ids[i]: facts[ledger_ids[i + 1]].ctime_ms
+        for i in range(len(ledger_ids) - 1)
+        if ledger_ids[i + 1] in facts
+    }
+    sizes = {i: f.length for i, f in facts.items()}
+    return past_retention(retention, consumed, ended, sizes, sum(sizes.values()), now_ms)
+
+
+def past_retention(
+    policy: RetentionPolicy,
+    consumed: Sequence[int],
+    ended_ms: Mapping[int, int],
+    sizes: Mapping[int, int],
+    total_size: int,
+    now_ms: int,
+) -> list[int]:
+    """Of ``consumed`` (the deletable ledgers, oldest first), the leading
+    ones retention lets go: each older than ``policy.time_s`` (it stopped
+    being written at ``ended_ms[ledger]``) or, while it is kept, leaving the
+    topic's ``total_size`` bytes over ``policy.size_bytes``."""
+    if policy.keeps_nothing:
+        return list(consumed)
+    doomed: list[int] = []
+    remaining = total_size
+    for ledger_id in consumed:
+        ended = ended_ms.get(ledger_id)
+        expired = (
+            policy.time_s >= 0 and ended is not None and now_ms - ended >= policy.time_s * 1000
+        )
+        over_size = policy.size_bytes >= 0 and remaining > policy.size_bytes
+        if not (expired or over_size):
+            break
+        doomed.append(ledger_id)
+        remaining -= sizes[ledger_id]
+    return doomed
+
+
+def normalize_position(
+    ledger_ids: Sequence[int], closed: Mapping[int, LedgerMetadata], pos: Position
+) -> Position:
+    """The first existing-or-future position at or after ``pos`` in a topic
+    of ``ledger_ids`` whose ``closed`` ledgers end where their metadata says."""
+    ledger_id, entry_id = pos
+    for idx, lid in enumerate(ledger_ids):
+        if lid < ledger_id:
+            continue
+        if lid > ledger_id:
+            return lid, 0
+        md = closed.get(lid)
+        if md is None or entry_id <= md.last_entry_id:
+            return lid, max(entry_id, 0)
+        if idx + 1 < len(ledger_ids):
+            return ledger_ids[idx + 1], 0
+        return lid, entry_id
+    return pos

@@ -31,10 +31,13 @@ from broker import ledger_list
 from broker.cursor import CursorState, Position
 from broker.entry_cache import EntryCache
 from broker.ledger_rules import (
+    NO_RETENTION,
+    LedgerFacts,
     RolloverPolicy,
-    deletable_ledgers,
     idle_rollover_due,
+    normalize_position,
     should_roll,
+    trimmable,
 )
 from broker.message_counts import MessageCounts, TableBudget
 from broker.metrics import TopicMetrics
@@ -106,6 +109,7 @@ class ManagedLedger:
         self.message_counts = MessageCounts(message_budget)
         self.metrics = metrics if metrics is not None else TopicMetrics(topic, 60.0, "", False)
         self.rollover = rollover or RolloverPolicy()
+        self.retention = NO_RETENTION  # the namespace's (or broker's) when the topic loads
         self.cursors: set[CursorMark] = set()
         self._writer_opened = time.monotonic()
         self._last_add = time.monotonic()
@@ -438,13 +442,7 @@ class ManagedLedger:
         if marks:
             self.message_counts.fold_before(min(marks)[0])  # asked of no durable cursor
         try:
-            doomed = deletable_ledgers(
-                self.ledger_ids,
-                {i: md.last_entry_id for i, md in self.closed_ledgers.items()},
-                self.writer.ledger_id if self.writer is not None else None,
-                self._durable_marks(),
-                self.hold_back,
-            )
+            doomed = self._doomed()
             if not doomed:
                 return
             kept = [i for i in self.ledger_ids if i not in doomed]
@@ -473,6 +471,21 @@ class ManagedLedger:
             self._durable_marks(),
         ):
             self._rolling = asyncio.get_running_loop().create_task(self._roll())
+
+    def _doomed(self) -> list[int]:
+        """The closed ledgers that may be deleted now (ledger_rules.trimmable)."""
+        closed = {
+            i: LedgerFacts(md.last_entry_id, md.ctime_ms, md.length)
+            for i, md in self.closed_ledgers.items()
+        }
+        w = self.writer
+        current = (
+            None if w is None else (w.ledger_id, LedgerFacts(w.lac, w.metadata.ctime_ms, w.length))
+        )
+        marks, now_ms = self._durable_marks(), int(time.time() * 1000)
+        return trimmable(
+            self.ledger_ids, closed, current, marks, self.hold_back, self.retention, now_ms
+        )
 
     def _durable_marks(self) -> list[Position]:
         """Where each durable cursor has acknowledged everything (non-durable
@@ -522,19 +535,7 @@ class ManagedLedger:
 
     def normalize(self, pos: Position) -> Position:
         """The first existing-or-future position at or after ``pos``."""
-        ledger_id, entry_id = pos
-        for idx, lid in enumerate(self.ledger_ids):
-            if lid < ledger_id:
-                continue
-            if lid > ledger_id:
-                return lid, 0
-            md = self.closed_ledgers.get(lid)
-            if md is None or entry_id <= md.last_entry_id:
-                return lid, max(entry_id, 0)
-            if idx + 1 < len(self.ledger_ids):
-                return self.ledger_ids[idx + 1], 0
-            return lid, entry_id
-        return pos
+        return normalize_position(self.ledger_ids, self.closed_ledgers, pos)
 
     def has_entry(self, pos: Position) -> bool:
         return pos <= self.last_confirmed and pos[1] >= 0

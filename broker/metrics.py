@@ -24,6 +24,7 @@ summaries' quantiles then show the interval that ended.
 from __future__ import annotations
 
 import collections
+import time
 from dataclasses import dataclass
 
 from broker.meter import ENTRY_SIZE_BOUNDS_BYTES, WRITE_LATENCY_BOUNDS_MS, Meter, StatsBuckets
@@ -36,9 +37,10 @@ from protos.topic_name import PARTITION_SUFFIX, TopicName
 class SubscriptionMetrics:
     """A subscription's traffic: messages out, redelivered and acknowledged."""
 
-    __slots__ = ("acked", "label_str", "out", "redelivered")
+    __slots__ = ("acked", "counting_since_ms", "label_str", "out", "redelivered")
 
     def __init__(self, window_s: float, label_str: str) -> None:
+        self.counting_since_ms = int(time.time() * 1000)  # the counters count from then
         self.out = Meter(window_s)
         self.redelivered = Meter(window_s)
         self.acked = Meter(window_s)
@@ -52,6 +54,7 @@ class TopicMetrics:
         "_add_errors_at_roll",
         "add_errors",
         "add_errors_shown",
+        "counting_since_ms",
         "entry_size",
         "label_str",
         "meter_in",
@@ -78,6 +81,7 @@ class TopicMetrics:
         self.name = name
         self.namespace = name.namespace_name
         self.window_s = window_s
+        self.counting_since_ms = int(time.time() * 1000)  # the counters count from then
         self.meter_in = Meter(window_s)  # messages and bytes published
         self.meter_out = Meter(window_s)  # messages and bytes dispatched
         self.writes = Meter(window_s)  # entries and bytes stored

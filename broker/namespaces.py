@@ -25,6 +25,7 @@ from typing import Any
 
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
+from broker.ledger_rules import RetentionPolicy
 from broker.settings import BrokerSettings
 from metastore.client import Compare, MetastoreClient, Op
 from protos import common_pb2, metadata_paths
@@ -35,6 +36,7 @@ from protos.topic_name import (
     DOMAINS,
     NON_PERSISTENT,
     PERSISTENT,
+    SYSTEM_NAMESPACE,
     TopicName,
 )
 
@@ -52,6 +54,7 @@ class NamespacePolicies:
     bundles: NamespaceBundles | None = None  # None: default_number_of_namespace_bundles
     replication_clusters: tuple[str, ...] = ()
     deduplication_enabled: bool | None = None  # None: broker_deduplication_enabled
+    retention: RetentionPolicy | None = None  # None: the broker's default (retention_of)
     # The document as stored. Writing back keeps what this class does not
     # know (a newer broker's policies) and the stored form of an unchanged
     # field (an older document's bundle count stays a count).
@@ -70,6 +73,10 @@ class NamespacePolicies:
             doc.pop("deduplicationEnabled", None)
         else:
             doc["deduplicationEnabled"] = self.deduplication_enabled
+        if self.retention is None:
+            doc.pop("retention_policies", None)
+        else:
+            doc["retention_policies"] = retention_to_policy(self.retention)
         return doc
 
     def _stored_bundles_are(self, bundles: NamespaceBundles) -> bool:
@@ -88,20 +95,55 @@ class NamespacePolicies:
         doc = json.loads(data)
         bundles = doc.get("bundles")
         dedup = doc.get("deduplicationEnabled")
+        retention = doc.get("retention_policies")
         return cls(
             bundles=None if bundles is None else NamespaceBundles.from_policy(bundles, 0),
             replication_clusters=tuple(doc.get("replication_clusters", ())),
             deduplication_enabled=None if dedup is None else bool(dedup),
+            retention=None if retention is None else retention_from_policy(retention),
             stored=doc,
         )
 
     def bundles_or_default(self, default_count: int) -> NamespaceBundles:
         return self.bundles if self.bundles is not None else NamespaceBundles.equal(default_count)
 
+    def retention_of(self, namespace: str, settings: BrokerSettings) -> RetentionPolicy:
+        """The namespace's retention, else the broker's default for it: the
+        stats_retention_* settings for the system namespace (the stats
+        topic's), default_retention_* for any other."""
+        if self.retention is not None:
+            return self.retention
+        if namespace == SYSTEM_NAMESPACE:
+            return RetentionPolicy(
+                settings.stats_retention_time_minutes * 60.0, _mb(settings.stats_retention_size_mb)
+            )
+        return RetentionPolicy(
+            settings.default_retention_time_in_minutes * 60.0,
+            _mb(settings.default_retention_size_in_mb),
+        )
+
     def deduplication(self, settings: BrokerSettings) -> bool:
         if self.deduplication_enabled is not None:
             return self.deduplication_enabled
         return settings.broker_deduplication_enabled
+
+
+def _mb(size_mb: int) -> int:
+    return size_mb * 1024 * 1024 if size_mb >= 0 else -1
+
+
+def retention_to_policy(r: RetentionPolicy) -> dict[str, int]:
+    """Pulsar's RetentionPolicies document (minutes and MB; -1 = no limit)."""
+    minutes = -1 if r.time_s < 0 else int(r.time_s // 60)
+    size_mb = -1 if r.size_bytes < 0 else r.size_bytes // (1024 * 1024)
+    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
+
+
+def retention_from_policy(doc: Mapping[str, Any]) -> RetentionPolicy:
+    minutes = int(doc.get("retentionTimeInMinutes", 0))
+    return RetentionPolicy(
+        -1.0 if minutes < 0 else minutes * 60.0, _mb(int(doc.get("retentionSizeInMB", 0)))
+    )
 
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_=:.\-]+$")  # as in topic names (protos.topic_name)
@@ -124,6 +166,15 @@ def default_policies(settings: BrokerSettings) -> NamespacePolicies:
     return NamespacePolicies(
         bundles=NamespaceBundles.equal(settings.default_number_of_namespace_bundles),
         replication_clusters=(settings.cluster_name,),
+    )
+
+
+def system_policies(settings: BrokerSettings) -> NamespacePolicies:
+    """``magnetar/system`` (the stats topic's namespace): one bundle (it
+    holds one topic), in the broker's cluster. Its retention is left unset,
+    so the stats_retention_* settings apply (:meth:`NamespacePolicies.retention_of`)."""
+    return NamespacePolicies(
+        bundles=NamespaceBundles.equal(1), replication_clusters=(settings.cluster_name,)
     )
 
 
@@ -189,9 +240,13 @@ class Namespaces:
         )
 
     async def ensure_default(self) -> None:
-        """Create ``public/default`` unless it exists (:func:`default_policies`)."""
-        policies = default_policies(self.settings)
-        key = metadata_paths.namespace_policies(DEFAULT)
+        """Create ``public/default`` (:func:`default_policies`) and the system
+        namespace of the stats topic unless they exist."""
+        await self._ensure(DEFAULT, default_policies(self.settings))
+        await self._ensure(SYSTEM_NAMESPACE, system_policies(self.settings))
+
+    async def _ensure(self, namespace: str, policies: NamespacePolicies) -> None:
+        key = metadata_paths.namespace_policies(namespace)
         if await self.metastore.get(key) is not None:
             return
         try:

@@ -22,9 +22,12 @@ from broker.namespaces import Namespaces
 from broker.ownership import Ownership
 from broker.service import BrokerService
 from broker.settings import BrokerSettings
+from broker.stats_history import StatsHistory
+from broker.system_producer import SystemTopicProducer
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient, Session
 from protos import broker_pb2_grpc, serving
+from protos.stats_schema import STATS_TOPIC
 
 log = logging.getLogger("broker")
 
@@ -156,14 +159,26 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         address,
         metrics_port,
     )
+    stats_producer = SystemTopicProducer(
+        local,
+        STATS_TOPIC,
+        f"stats-{address}",
+        settings.stats_export_batch_max_records,
+        settings.bookie_timeout_ms / 1000,
+    )
+    history = StatsHistory(
+        settings, core.topics, core.ownership, core.load_manager, core.ledgers, stats_producer.send
+    )
     background = [
         asyncio.create_task(core.topics.housekeeping_forever()),
         asyncio.create_task(core.load_manager.run_forever()),
         asyncio.create_task(exporter.roll_forever()),
+        asyncio.create_task(history.run_forever()),
     ]
     await stop.wait()
     log.info("broker stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
+    await stats_producer.close()
     await _stop(core, server, health, registration, background)
     if endpoint is not None:
         await endpoint.close()

@@ -110,4 +110,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
         except Exception as exc:
             return broker_pb2.TopicsOfNamespace(error=error_of(exc))
+        if not request.include_system_topic:
+            topics = [t for t in topics if not TopicName.parse(t).is_system]
         return broker_pb2.TopicsOfNamespace(topics=topics)

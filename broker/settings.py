@@ -250,6 +250,37 @@ class BrokerSettings:
         "counting where it stopped; beyond it the oldest are folded into their namespace's "
         "totals.",
     )
+    default_retention_time_in_minutes: int = setting(
+        0,
+        "How long a topic keeps ledgers every subscription has consumed (-1 = no time limit); "
+        "with default_retention_size_in_mb 0 too, consumed ledgers go at once. A namespace's "
+        "retention_policies override it.",
+    )
+    default_retention_size_in_mb: int = setting(
+        0, "How much consumed data a topic keeps (-1 = no size limit); see the line above."
+    )
+    stats_export_interval_s: float = setting(
+        60.0,
+        "Every this many seconds the broker snapshots every topic it owns (subscriptions "
+        "included) and publishes the records to persistent://magnetar/system/stats "
+        "(docs/stats-schema.md). 0 = no stats history.",
+    )
+    stats_export_batch_max_records: int = setting(
+        1000, "Records per message batch of a stats snapshot (one stored entry each)."
+    )
+    stats_export_max_pending_snapshots: int = setting(
+        2,
+        "Snapshots waiting to be published while the stats topic cannot take them (its "
+        "broker moving, bookies down); beyond it the oldest is dropped and counted.",
+    )
+    stats_retention_time_minutes: int = setting(
+        10080,
+        "Retention of the stats topic (namespace magnetar/system) unless that namespace has "
+        "retention_policies: 7 days (-1 = no time limit).",
+    )
+    stats_retention_size_mb: int = setting(
+        -1, "Retention size of the stats topic (-1 = no size limit)."
+    )
     bookie_timeout_ms: int = setting(30000, "Add and read timeout towards bookies.")
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
     malloc_arenas: int = malloc_arenas_setting()

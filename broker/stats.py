@@ -151,6 +151,7 @@ class TopicFigures:
     write_quorum: int
     backlog_messages: int  # summed over subscriptions
     backlog_bytes: int  # the largest subscription backlog, estimated in bytes
+    average_entry_bytes: float  # of what is stored
     delayed: int
     write_rate: float  # entries/s stored
     write_bytes_rate: float
@@ -193,6 +194,7 @@ def topic_figures(topic: TopicBase) -> TopicFigures:
         write_quorum=topic.ledger.quorums[1] if isinstance(topic, Topic) else 0,
         backlog_messages=backlog,
         backlog_bytes=int(widest * average),
+        average_entry_bytes=average,
         delayed=delayed,
         write_rate=write_rate,
         write_bytes_rate=write_bytes_rate,

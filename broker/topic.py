@@ -448,6 +448,15 @@ class Topic(TopicBase):
                 self, name, SubscriptionType.EXCLUSIVE, cursor, self.ledger
             )
 
+    def subscription_idle(self, sub: Subscription) -> None:
+        """A non-durable subscription (a reader's) goes with its last
+        consumer, as in Pulsar; a durable one stays."""
+        if sub.cursor.durable or self.closing or self.subscriptions.get(sub.name) is not sub:
+            return
+        del self.subscriptions[sub.name]
+        self.metrics.forget_subscription(sub.name)
+        self._spawn(sub.cursor.delete())
+
     async def _open_cursor(
         self, sub_name: str, latest: bool, durable: bool, mark_delete: Position | None
     ) -> ManagedCursor:

@@ -150,8 +150,10 @@ class TopicRegistry:
         await self.namespaces.check_partitioned(name)
         if not name.is_persistent:
             return NonPersistentTopic(name, self.settings, self.metrics.topic(name))
-        if not self.settings.allow_auto_topic_creation and not (
-            await self.namespaces.managed_ledger_exists(name)
+        if (
+            not self.settings.allow_auto_topic_creation
+            and not name.is_system  # the cluster's own topics are made as needed
+            and not await self.namespaces.managed_ledger_exists(name)
         ):
             raise BrokerError(
                 f"topic {name} does not exist and allow_auto_topic_creation is off",
@@ -159,6 +161,7 @@ class TopicRegistry:
             )
         metrics = self.metrics.topic(name)
         ledger = self._managed_ledger(name, metrics)
+        ledger.retention = policies[0].retention_of(name.namespace_name, self.settings)
         try:
             await ledger.open()
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
@@ -271,16 +274,19 @@ class TopicRegistry:
         await self._close(list(self.topics.values()))
 
     async def housekeeping_forever(self) -> None:
-        """Roll idle, fully consumed ledgers so trimming can delete them."""
+        """Roll idle, fully consumed ledgers so trimming can delete them, and
+        let retention times run out."""
         idle = self.settings.managed_ledger_inactive_ledger_rollover_seconds
-        if idle <= 0:
-            return
+        period = min(HOUSEKEEPING_MAX_S, max(HOUSEKEEPING_MIN_S, idle / 4))
         while True:
-            await asyncio.sleep(min(HOUSEKEEPING_MAX_S, max(HOUSEKEEPING_MIN_S, idle / 4)))
+            await asyncio.sleep(period if idle > 0 else HOUSEKEEPING_MAX_S)
             for topic in list(self.topics.values()):
                 if not isinstance(topic, Topic):
                     continue
                 try:
-                    topic.ledger.idle_check()
+                    if idle > 0:
+                        topic.ledger.idle_check()
+                    if topic.ledger.retention.time_s > 0:
+                        topic.ledger.maybe_trim()
                 except Exception:
                     log.exception("housekeeping of %s failed", topic.name)

@@ -52,7 +52,7 @@ from client._receiver_queue import ReceiverQueue
 from client._redelivery_task import RedeliveryTask
 from client.chunks import ChunkAssembler
 from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
-from client.enums import ConsumerType, InitialPosition
+from client.enums import ConsumerType, InitialPosition, SubscriptionMode
 from client.exceptions import (
     AlreadyClosed,
     ConnectError,
@@ -148,13 +148,14 @@ class ConsumerEngine:
         start = self.opts.start_message_id
         inclusive = self.opts.start_message_id_inclusive
         if self._started and self.last_dequeued is not None:
-            start, inclusive = self.last_dequeued, False  # a reader resumes after what it read
+            start, inclusive = self.last_dequeued, False  # a reader resumes after what it read,
+            if self.opts.subscription_mode == SubscriptionMode.NonDurable:  # in its batch too
+                self._start_skip.skip_to(start, inclusive)
+        request = subscribe_request(
+            self.opts, self.topic, self.subscription, self.name, start, inclusive
+        )
         subscribed = await self._stream.open(
-            self.connection,
-            subscribe_request(
-                self.opts, self.topic, self.subscription, self.name, start, inclusive
-            ),
-            self.opts.receiver_queue_size,
+            self.connection, request, self.opts.receiver_queue_size
         )
         self.name = subscribed.consumer_name
         self.topic = subscribed.topic
@@ -509,11 +510,12 @@ class ConsumerEngine:
         with self._arrived:
             dropped = self._incoming.drop_all()
             self._redelivery.clear()
-        await self._stream.write(
-            broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
-        )
-        if dropped:
-            # The dropped messages had used permits: give them back.
+        req = broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
+        await self._stream.write(req)
+        await self._give_back_permits(dropped)
+
+    async def _give_back_permits(self, dropped: int) -> None:
+        if dropped:  # dropped messages had used permits
             await self._stream.write(
                 broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped))
             )
@@ -532,14 +534,15 @@ class ConsumerEngine:
             seek.publish_time_ms = target
         else:
             raise TypeError(f"seek takes a MessageId or a publish time in ms, not {target!r}")
-        await self._stream.request(broker_pb2.ConsumerRequest(seek=seek), timeout_s, self._check)
+        dropped: list[int] = []  # what came before the answer (old position)
+        req = broker_pb2.ConsumerRequest(seek=seek)
+        await self._stream.request(req, timeout_s, self._check, lambda: self._drop(dropped))
+        await self._give_back_permits(sum(dropped))
+
+    def _drop(self, dropped: list[int]) -> None:  # on the answer to a seek
         with self._arrived:
-            dropped = self._incoming.drop_all()
+            dropped.append(self._incoming.drop_all())
         self.last_dequeued = None
-        if dropped:
-            await self._stream.write(
-                broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=dropped))
-            )
 
     async def get_last_message_id(self, timeout_s: float) -> MessageId:
         """The id of the last entry stored in the topic (entry granularity)."""
@@ -585,8 +588,7 @@ class ConsumerEngine:
 
 
 async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
-    """Messages queued here, or stored past the last one read (entry granularity:
-    every message of an entry arrives together)."""
+    """Messages queued here, or stored past the last one read (whole entries)."""
     if engine.queued():
         return True
     return unread_stored(

@@ -47,6 +47,7 @@ class ConsumerStream:
         self._write_lock = asyncio.Lock()
         self._request_lock = asyncio.Lock()
         self._waiting: asyncio.Future | None = None
+        self._on_answer: Callable[[], None] | None = None
 
     async def open(
         self, connection: Connection, subscribe: broker_pb2.ConsumerRequest, permits: int
@@ -123,20 +124,32 @@ class ConsumerStream:
             self.call.cancel()
 
     async def request(
-        self, req: broker_pb2.ConsumerRequest, timeout_s: float, check: Callable[[], None]
+        self,
+        req: broker_pb2.ConsumerRequest,
+        timeout_s: float,
+        check: Callable[[], None],
+        on_answer: Callable[[], None] | None = None,
     ) -> Any:
-        """Send ``req`` (after ``check()``, in turn) and wait for its answer."""
+        """Send ``req`` (after ``check()``, in turn) and wait for its answer.
+        ``on_answer`` runs in the stream's reader the moment the answer
+        arrives, before any later delivery is handled (a seek drops what
+        came before its answer, and only that)."""
         async with self._request_lock:
             check()
             self._waiting = self.loop.create_future()
+            self._on_answer = on_answer
             await self.write(req)
             try:
                 return await asyncio.wait_for(self._waiting, timeout_s)
             finally:
                 self._waiting = None
+                self._on_answer = None
 
     def _answer(self, kind: str, resp: broker_pb2.ConsumerResponse) -> None:
         fut = self._waiting
+        answered = fut is not None and not fut.done() and kind != "request_error"
+        if answered and self._on_answer is not None:
+            self._on_answer()
         if fut is None or fut.done():
             if kind == "request_error":
                 log.warning(

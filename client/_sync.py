@@ -241,7 +241,8 @@ class Reader:
         return self._inner.topic()
 
     def close(self) -> None:
-        self._runner.run(self._engine.close(), self._timeout_s)
+        """Close the reader and remove its subscription (``client._reader``)."""
+        self._runner.run(self._inner.close(), self._timeout_s * 2 + 1)
 
 
 class Client:

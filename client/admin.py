@@ -144,13 +144,18 @@ class _Topics:
             raise from_wire(resp.error)
         return {"partitions": resp.partitions}
 
-    def get_list(self, namespace: str) -> list[str]:
+    def get_list(self, namespace: str, include_system_topic: bool = False) -> list[str]:
         """The topics of ``namespace`` (tenant/namespace), persistent and
-        non-persistent, partitioned ones as their partitions; sorted."""
+        non-persistent, partitioned ones as their partitions; sorted. System
+        topics (``magnetar/system``, names starting ``__``) only when asked for."""
         resp = self._admin._call(
             broker_pb2_grpc.BrokerStub,
             "GetTopicsOfNamespace",
-            broker_pb2.TopicsOfNamespaceRequest(namespace=namespace, mode=broker_pb2.ALL_DOMAINS),
+            broker_pb2.TopicsOfNamespaceRequest(
+                namespace=namespace,
+                mode=broker_pb2.ALL_DOMAINS,
+                include_system_topic=include_system_topic,
+            ),
         )
         if resp.error.code != 0:
             raise from_wire(resp.error)

@@ -14,13 +14,19 @@ a call moves on to the next broker when one does not answer.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
+from client import stats_export
 from client.admin import Admin
 from client.exceptions import MagnetarError
+from protos import stats_schema
 
 DEFAULT_SERVICE_URL = "magnetar://localhost:6650"
 
@@ -125,10 +131,16 @@ def namespaces_set_deduplication(service_url: str, namespace: str, enable: bool)
 
 @topics.command("list")
 @click.argument("namespace")
+@click.option(
+    "--include-system-topic",
+    "-ist",
+    is_flag=True,
+    help="List system topics too (magnetar/system, names starting with __).",
+)
 @click.pass_obj
-def topics_list(service_url: str, namespace: str) -> None:
+def topics_list(service_url: str, namespace: str, include_system_topic: bool) -> None:
     """Topics of NAMESPACE (tenant/namespace), partitions listed one by one."""
-    _admin_call(service_url, lambda a: a.topics.get_list(namespace))
+    _admin_call(service_url, lambda a: a.topics.get_list(namespace, include_system_topic))
 
 
 @topics.command("stats")
@@ -192,6 +204,76 @@ def topics_key_shared_lookup(
     _admin_call(
         service_url, lambda a: a.topics.key_shared_lookup(topic, subscription, key=key, hash=slot)
     )
+
+
+# ---------------------------------------------------------------- stats
+
+
+@main.group()
+def stats() -> None:
+    """The stats history (docs/stats-schema.md)."""
+
+
+@stats.command("export")
+@click.option(
+    "--since",
+    default="0",
+    show_default=True,
+    help="Start: now, 6h, 7d, epoch ms or ISO-8601 (UTC).",
+)
+@click.option(
+    "--until", "until", default="now", show_default=True, help="End (excluded), as --since."
+)
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for the files.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(stats_export.FORMATS), default="jsonl", show_default=True
+)
+@click.option(
+    "--topic", default=stats_schema.STATS_TOPIC, show_default=True, help="The stats topic."
+)
+@click.pass_obj
+def stats_export_cmd(
+    service_url: str, since: str, until: str, output: str, fmt: str, topic: str
+) -> None:
+    """Write the stats records of [SINCE, UNTIL) to OUTPUT, one file per UTC hour
+    (stats-YYYY-MM-DDTHH.jsonl or .parquet); prints a summary as JSON."""
+    now_ms = int(time.time() * 1000)
+    try:
+        since_ms = stats_export.parse_time(since, now_ms)
+        until_ms = stats_export.parse_time(until, now_ms)
+    except stats_export.BadTime as exc:
+        raise click.BadParameter(str(exc)) from None
+    span = max(1, (until_ms - since_ms) // 1000)
+    with click.progressbar(length=span, label="exporting", file=sys.stderr) as bar:
+        done = 0
+
+        def advance(timestamp_ms: int) -> None:
+            nonlocal done
+            at = min(span, max(0, (timestamp_ms - since_ms) // 1000))
+            if at > done:
+                bar.update(at - done)
+                done = at
+
+        try:
+            summary = stats_export.export(
+                service_url, since_ms, until_ms, Path(output), fmt, topic, advance
+            )
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        except MagnetarError as exc:
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    click.echo(json.dumps(dataclasses.asdict(summary), indent=2, sort_keys=True))
+    if summary.unknown_version:
+        click.echo(
+            f"warning: {summary.unknown_version} records of an unknown schema version skipped",
+            err=True,
+        )
 
 
 if __name__ == "__main__":

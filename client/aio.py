@@ -31,6 +31,7 @@ from client._multi import (
 )
 from client._producer import ProducerEngine
 from client._producer_options import ProducerOptions
+from client._reader import close_reader
 from client.dead_letter import (
     DEFAULT_MAX_RECONSUME_TIMES,
     RetryLetters,
@@ -322,7 +323,7 @@ class Reader:
         return self._engine.topic
 
     async def close(self) -> None:
-        await self._engine.close()
+        await close_reader(self._engine, self._timeout_s)
 
 
 async def has_message_available(

@@ -114,11 +114,14 @@ class BatchAckTracker:
     message of its batch is (Pulsar's behaviour without batch-index acks).
     """
 
-    __slots__ = ("outstanding", "size")
+    __slots__ = ("_through", "outstanding", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.outstanding = set(range(size))
+        # Indexes below this were removed by ack_through already: sequential
+        # cumulative acks (a reader's) cost O(1) each, not O(batch size).
+        self._through = 0
 
     def ack(self, batch_index: int) -> bool:
         """True when this ack completes the batch."""
@@ -129,7 +132,9 @@ class BatchAckTracker:
 
     def ack_through(self, batch_index: int) -> bool:
         before = bool(self.outstanding)
-        self.outstanding -= set(range(batch_index + 1))
+        for index in range(self._through, batch_index + 1):
+            self.outstanding.discard(index)
+        self._through = max(self._through, batch_index + 1)
         return before and not self.outstanding
 
 

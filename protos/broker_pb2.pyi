@@ -97,12 +97,14 @@ class PartitionedTopicMetadata(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., partitions: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class TopicsOfNamespaceRequest(_message.Message):
-    __slots__ = ("namespace", "mode")
+    __slots__ = ("namespace", "mode", "include_system_topic")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SYSTEM_TOPIC_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     mode: TopicDomainMode
-    def __init__(self, namespace: _Optional[str] = ..., mode: _Optional[_Union[TopicDomainMode, str]] = ...) -> None: ...
+    include_system_topic: bool
+    def __init__(self, namespace: _Optional[str] = ..., mode: _Optional[_Union[TopicDomainMode, str]] = ..., include_system_topic: _Optional[bool] = ...) -> None: ...
 
 class TopicsOfNamespace(_message.Message):
     __slots__ = ("error", "topics")

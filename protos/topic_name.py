@@ -21,6 +21,11 @@ NON_PERSISTENT = "non-persistent"
 DOMAINS = (PERSISTENT, NON_PERSISTENT)
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
+# Topics the cluster keeps for itself (the stats history): listings and
+# regex subscriptions leave them out unless asked, as Pulsar does with its
+# system topics; so is any topic whose local name starts with "__".
+SYSTEM_NAMESPACE = "magnetar/system"
+SYSTEM_TOPIC_PREFIX = "__"
 PARTITION_SUFFIX = "-partition-"
 MAX_TOPIC_NAME_LENGTH = 1024
 
@@ -113,6 +118,13 @@ class TopicName:
     @property
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def is_system(self) -> bool:
+        """A system topic (see SYSTEM_NAMESPACE)."""
+        return self.namespace_name == SYSTEM_NAMESPACE or self.local_name.startswith(
+            SYSTEM_TOPIC_PREFIX
+        )
 
     @property
     def partition_index(self) -> int:

@@ -49,6 +49,7 @@ FRONT_ENDS = {
     "broker.consumer_stream",
     "broker.admin_service",
     "broker.peer_brokers",  # calls another broker's admin service
+    "broker.system_producer",  # the broker's own producer on its system topics
     "broker.server",  # the process wiring: registers the front-ends
 }
 MODULE_LINES_MAX = 600

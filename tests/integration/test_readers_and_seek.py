@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from client import Client, ConsumerType, InitialPosition, MessageId, Timeout
+from client import Client, ConsumerType, InitialPosition, MessageId, SubscriptionMode, Timeout
+from client.admin import Admin
 from tests.harness import wait_for
 
 
@@ -136,3 +137,35 @@ def test_create_reader_rejects_a_bad_start(cluster, topic):
 
     with Client(cluster.service_url) as c, pytest.raises(InvalidConfiguration):
         c.create_reader(topic, "earliest")  # type: ignore[arg-type]
+
+
+def test_a_non_durable_subscription_goes_with_its_last_consumer(cluster, topic):
+    """As in Pulsar: a reader's (non-durable) subscription is removed when its
+    consumer leaves, however it leaves; a durable one stays."""
+    with Client(cluster.service_url) as client, Admin(cluster.service_url) as admin:
+        _send(client, topic, 3)
+        subs = lambda: set(admin.topics.stats(topic)["subscriptions"])  # noqa: E731
+        reader = client.subscribe(
+            topic,
+            "nd",
+            subscription_mode=SubscriptionMode.NonDurable,
+            initial_position=InitialPosition.Earliest,
+        )
+        reader.receive(5000)
+        client.subscribe(topic, "d").close()
+        assert subs() == {"nd", "d"}
+        reader.close()
+        wait_for(lambda: subs() == {"d"}, 10, "the non-durable subscription to go")
+
+
+def test_a_reader_resumes_inside_a_batch_after_its_topic_moves(cluster, topic):
+    """A reconnected reader starts again at the entry it was reading; the
+    messages of that batch it already returned are not returned twice."""
+    with Client(cluster.service_url) as client, Admin(cluster.service_url) as admin:
+        _send(client, topic, 100, batched=True)
+        reader = client.create_reader(topic, MessageId.earliest)
+        got = [reader.read_next(5000).data() for _ in range(15)]
+        admin.namespaces.unload("public/default")  # every topic of it moves (reloads)
+        got += _read_all(reader, limit=200, timeout_ms=3000)
+        reader.close()
+    assert got == [f"m{i}".encode() for i in range(100)]

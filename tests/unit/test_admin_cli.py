@@ -29,6 +29,7 @@ ADMIN_VERBS = {
         "lookup",
         "stats",
     },
+    "stats": {"export"},  # the stats history (docs/stats-schema.md), beyond pulsar-admin
 }
 # The servers, and `magnetar health` for probes (issue 19).
 SERVER_COMMANDS = {"bookie", "broker", "health", "local-cluster", "metastore", "standalone"}

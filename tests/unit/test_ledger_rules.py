@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 from broker.ledger_rules import (
+    NO_RETENTION,
+    LedgerFacts,
+    RetentionPolicy,
     RolloverPolicy,
     deletable_ledgers,
     idle_rollover_due,
+    past_retention,
     should_roll,
+    trimmable,
 )
 
 P = RolloverPolicy(max_entries=10, max_size_bytes=1000, min_time_s=60, max_time_s=3600)
@@ -75,3 +80,56 @@ def test_which_ledgers_may_be_deleted():
         assert deletable_ledgers([1, 2, 3, 4], closed, 4, marks, hold_back) == expected, marks
     # Only a prefix goes: an open ledger in the middle stops it.
     assert deletable_ledgers([1, 2, 3], {1: 9, 3: 7}, None, [(9, 0)], None) == [1]
+
+
+# Retention. Ledgers 1, 2, 3 consumed, 100 bytes each, and they stopped being
+# written at 1000, 2000 and 3000 ms; the topic holds 400 bytes (ledger 4,
+# being written, has 100). The clock reads 10000 ms.
+ENDED = {1: 1_000, 2: 2_000, 3: 3_000}
+SIZES = {1: 100, 2: 100, 3: 100}
+
+# (retention time s, retention size bytes) -> ledgers retention lets go
+RETENTION = [
+    (0, 0, [1, 2, 3]),  # no retention: all consumed ledgers go
+    (-1, -1, []),  # infinite: nothing goes
+    (8.5, -1, [1]),  # 10000 - 1000 >= 8500 for ledger 1 only
+    (7.5, -1, [1, 2]),  # 9000 and 8000 >= 7500; ledger 3's 7000 is not
+    (7.0, -1, [1, 2, 3]),  # ledger 3: 10000 - 3000 = 7000 >= 7000, its time is up
+    (-1, 250, [1, 2]),  # 400 > 250 after keeping none; 300 > 250; then 200 <= 250
+    (-1, 400, []),  # at the limit is not over it
+    (-1, 0, [1, 2, 3]),  # size 0: everything consumed is over it
+    (8.5, 350, [1]),  # either limit lets a ledger go: time takes 1, size then is 300
+    (100, -1, []),  # younger than the retention time
+]
+
+
+def test_retention_rule():
+    for time_s, size_bytes, expected in RETENTION:
+        policy = RetentionPolicy(time_s, size_bytes)
+        got = past_retention(policy, [1, 2, 3], ENDED, SIZES, 400, 10_000)
+        assert got == expected, (time_s, size_bytes)
+    # Only a prefix goes: a young ledger stops the older-looking ones behind it.
+    young_first = {1: 9_000, 2: 1_000, 3: 1_000}
+    assert past_retention(RetentionPolicy(5, -1), [1, 2, 3], young_first, SIZES, 400, 10_000) == []
+
+
+def test_trimming_keeps_consumed_ledgers_within_retention():
+    # Ledgers 1..3 closed, created at 0, 1000, 2000 ms; 4 written since 3000 ms.
+    closed = {
+        1: LedgerFacts(9, 0, 100),
+        2: LedgerFacts(4, 1_000, 100),
+        3: LedgerFacts(7, 2_000, 100),
+    }
+    current = (4, LedgerFacts(2, 3_000, 100))
+    ids = [1, 2, 3, 4]
+    # No durable cursor: all closed ledgers are consumed.
+    assert trimmable(ids, closed, current, [], None, NO_RETENTION, 10_000) == [1, 2, 3]
+    # A ledger's age counts from its successor's creation: 1 ended at 1000,
+    # 2 at 2000, 3 at 3000 (ledger 4's creation).
+    week = RetentionPolicy(7 * 86400, -1)
+    assert trimmable(ids, closed, current, [], None, week, 10_000) == []
+    assert trimmable(ids, closed, current, [], None, RetentionPolicy(8.5, -1), 10_000) == [1]
+    assert trimmable(ids, closed, current, [], None, RetentionPolicy(7.0, -1), 10_000) == [1, 2, 3]
+    # Retention never lets go of what a durable cursor has not consumed.
+    assert trimmable(ids, closed, current, [(2, 4)], None, RetentionPolicy(0, 0), 10_000) == [1, 2]
+    assert trimmable(ids, closed, current, [(2, 4)], None, RetentionPolicy(-1, 0), 10_000) == [1, 2]

@@ -10,7 +10,13 @@ import pytest
 
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
-from broker.namespaces import NamespacePolicies, default_policies, parse_namespace
+from broker.ledger_rules import RetentionPolicy
+from broker.namespaces import (
+    NamespacePolicies,
+    default_policies,
+    parse_namespace,
+    system_policies,
+)
 from broker.settings import BrokerSettings
 
 
@@ -86,3 +92,51 @@ def test_writing_back_keeps_what_it_does_not_change():
     split = replace(policies, bundles=policies.bundles.split(policies.bundles.bundles[0]))
     doc = json.loads(split.encode())
     assert doc["bundles"]["numBundles"] == 5 and doc["x-newer"] == {"a": 1}
+
+
+def test_retention_policies_round_trip_in_minutes_and_mb():
+    week = RetentionPolicy(7 * 86400.0, -1)
+    doc = json.loads(NamespacePolicies(retention=week).encode())
+    assert doc == {"retention_policies": {"retentionTimeInMinutes": 10080, "retentionSizeInMB": -1}}
+    assert NamespacePolicies.decode(json.dumps(doc).encode()).retention == week
+    sized = {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": 2}}
+    back = NamespacePolicies.decode(json.dumps(sized).encode()).retention
+    assert back == RetentionPolicy(-1.0, 2 * 1024 * 1024)
+
+
+# (namespace, its retention policy, broker settings) -> the retention that applies
+RETENTION_PRECEDENCE = [
+    ("public/default", None, {}, RetentionPolicy(0.0, 0)),  # Pulsar's default: none
+    (
+        "public/default",
+        None,
+        {"default_retention_time_in_minutes": 60, "default_retention_size_in_mb": -1},
+        RetentionPolicy(3600.0, -1),
+    ),
+    ("magnetar/system", None, {}, RetentionPolicy(7 * 86400.0, -1)),  # the stats topic's
+    (
+        "magnetar/system",
+        None,
+        {"stats_retention_time_minutes": 30, "stats_retention_size_mb": 10},
+        RetentionPolicy(1800.0, 10 * 1024 * 1024),
+    ),
+    ("magnetar/system", RetentionPolicy(60.0, -1), {}, RetentionPolicy(60.0, -1)),  # set wins
+    ("public/default", RetentionPolicy(-1.0, -1), {}, RetentionPolicy(-1.0, -1)),
+]
+
+
+def test_retention_comes_from_the_namespace_else_the_broker_settings():
+    for namespace, retention, settings, expected in RETENTION_PRECEDENCE:
+        got = NamespacePolicies(retention=retention).retention_of(
+            namespace,
+            BrokerSettings(**settings),  # type: ignore[arg-type]
+        )
+        assert got == expected, (namespace, retention, settings)
+
+
+def test_the_system_namespace_has_one_bundle_and_no_retention_of_its_own():
+    policies = system_policies(BrokerSettings(cluster_name="c9"))
+    assert policies.bundles is not None
+    assert policies.bundles.boundaries == NamespaceBundles.equal(1).boundaries
+    assert policies.replication_clusters == ("c9",)
+    assert policies.retention is None  # the stats_retention_* settings apply

@@ -1,0 +1,31 @@
+"""Closing a reader: its subscription goes with it.
+
+A reader subscribes under a name of its own (``reader-<random>``), non-durable.
+Closing only the stream would leave that cursor on the broker until the topic
+unloads, counted against ``max_subscriptions_per_topic`` and listed in the
+topic's stats; a reader that is closed therefore unsubscribes, as Pulsar's
+broker drops a reader's subscription when the reader disconnects.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from client._consumer import ConsumerEngine
+from client._multi import MultiConsumerEngine
+from client.exceptions import MagnetarError
+
+log = logging.getLogger(__name__)
+
+
+async def close_reader(engine: ConsumerEngine | MultiConsumerEngine, timeout_s: float) -> None:
+    """Unsubscribe and close; closed all the same when the broker cannot be asked."""
+    if engine.closed:
+        return
+    try:
+        await engine.unsubscribe(timeout_s)  # closes the engine too
+    except (MagnetarError, TimeoutError) as exc:
+        log.debug(
+            "reader of %s: its subscription stays until the topic unloads: %s", engine.topic, exc
+        )
+    await engine.close()
