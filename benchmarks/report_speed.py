@@ -2,7 +2,7 @@
 (prints figures; asserts nothing).
 
     .venv/bin/python benchmarks/report_speed.py [--topics 1000] [--hours 24]
-        [--dir DIR] [--master local[2]] [--keep]
+        [--dir DIR] [--master local[2]] [--keep] [--via-topic [--skip-parquet]]
 
 Writes synthetic stats history as ``magnetar-admin stats export --format
 parquet`` would (one file per UTC hour, the flat table of every field,
@@ -16,16 +16,33 @@ The data is deterministic (seeded) and shaped like a cluster's: rates
 spread log-normally over topics with a daily swing, one broker restarting
 at noon (its topics' counters restart), 1% of subscriptions with no
 consumer (stuck, growing backlogs), storage and disks growing.
+
+``--via-topic`` also times the same reports reading the same records from
+a Magnetar topic through the Spark data source: it starts a standalone
+Magnetar in the work directory (the brokers' own stats history off),
+publishes every record as one message (the broker's compact JSON form,
+exactly the fields of its kind) to :data:`BENCH_TOPIC` with the SDK,
+printing the publish time apart, then times ``python -m spark.reports all
+--input magnetar://... --topic ...`` and prints it beside the Parquet
+figure of the same run (``--skip-parquet`` leaves that one out) and their
+ratio. A durable subscription, created before the first message and never
+consumed, holds the messages: ``public/default`` has no retention, and a
+topic without one deletes what every durable cursor has read.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +53,9 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from client import Client, Result  # noqa: E402
 from protos import stats_schema  # noqa: E402
+from tests.harness import StandaloneCluster  # noqa: E402
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 INTERVAL_S = 60
@@ -47,6 +66,10 @@ BUNDLES_PER_NAMESPACE = 4
 RESTARTED_BROKER = 2
 DISK_TOTAL_BYTES = 1 << 40
 PHASE_MS = 7_000  # broker b snapshots b * 7 s after the minute
+BENCH_TOPIC = "persistent://public/default/synthetic-stats"
+HOLD_SUBSCRIPTION = "report-speed-hold"  # durable, never consumed: keeps the messages
+# The standalone's own stats history would mix in with the synthetic records.
+STANDALONE_ENV = {"MAGNETAR_BROKER_STATS_EXPORT_INTERVAL_S": "0"}
 
 _ARROW = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
 
@@ -232,11 +255,11 @@ class Cluster:
         )  # fmt: skip
 
 
-def generate(directory: Path, topics: int, hours: int) -> tuple[int, float]:
-    """Write the hourly files; (rows written, seconds taken)."""
-    began = time.monotonic()
-    directory.mkdir(parents=True, exist_ok=True)
-    cluster, rows = Cluster(topics), 0
+def hourly_parts(topics: int, hours: int) -> Iterator[tuple[int, list[pa.Table]]]:
+    """Each hour's records, in snapshot order: (hour, tables), three tables
+    of one kind each (topic, broker, bookie rows) per minute. The one
+    generator of both modes: the same seed gives the same records."""
+    cluster = Cluster(topics)
     for hour in range(hours):
         parts = []
         for minute in range(60):
@@ -247,6 +270,15 @@ def generate(directory: Path, topics: int, hours: int) -> tuple[int, float]:
                 cluster.broker_rows(step),
                 cluster.bookie_rows(step),
             ]
+        yield hour, parts
+
+
+def generate(directory: Path, topics: int, hours: int) -> tuple[int, float]:
+    """Write the hourly files; (rows written, seconds taken)."""
+    began = time.monotonic()
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    for hour, parts in hourly_parts(topics, hours):
         table = pa.concat_tables(parts)
         stamp = time.strftime("%Y-%m-%dT%H", time.gmtime(START_MS / 1000 + hour * 3600))
         pq.write_table(table, directory / f"stats-{stamp}.parquet")
@@ -254,7 +286,103 @@ def generate(directory: Path, topics: int, hours: int) -> tuple[int, float]:
     return rows, time.monotonic() - began
 
 
-def run_reports(source: Path, output: Path, master: str) -> float:
+_KIND_FIELDS = {kind: list(stats_schema.field_names(kind)) for kind in stats_schema.KINDS}
+
+
+def json_payloads(table: pa.Table) -> list[bytes]:
+    """The records of a one-kind table as the broker publishes them: exactly
+    the fields of their kind, in the schema's order, as compact JSON."""
+    kind = table.column("kind")[0].as_py()
+    rows = table.select(_KIND_FIELDS[kind]).to_pylist()
+    return [json.dumps(row, separators=(",", ":")).encode() for row in rows]
+
+
+class Receipts:
+    """``send_async``'s callback: counts the receipts (client thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ok = 0
+        self.failed = 0
+        self.first_failure: str | None = None
+
+    def __call__(self, result: Any, _message_id: Any) -> None:
+        with self._lock:
+            if result == Result.Ok:
+                self.ok += 1
+                return
+            self.failed += 1
+            if self.first_failure is None:
+                self.first_failure = str(result)
+
+
+@dataclass
+class PublishFigures:
+    messages: int = 0
+    payload_bytes: int = 0
+    generate_s: float = 0.0  # building the Arrow tables
+    encode_s: float = 0.0  # the tables to JSON messages
+    send_s: float = 0.0  # send_async of every message, then flush()
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.send_s if self.send_s else 0.0
+
+
+def _send_all(producer: Any, topics: int, hours: int, receipts: Receipts) -> PublishFigures:
+    """Generate, encode and send hour by hour (the send time alone counted
+    as such; the producer goes on sending the queue while the next hour
+    is built); prints the progress."""
+    figures = PublishFigures()
+    mark = time.monotonic()
+    for hour, parts in hourly_parts(topics, hours):
+        encoding = time.monotonic()
+        figures.generate_s += encoding - mark
+        payloads = [payload for table in parts for payload in json_payloads(table)]
+        sending = time.monotonic()
+        figures.encode_s += sending - encoding
+        for payload in payloads:
+            producer.send_async(payload, receipts)
+        if hour == hours - 1:
+            producer.flush()  # the last receipts are in the send time
+        mark = time.monotonic()
+        figures.send_s += mark - sending
+        figures.messages += len(payloads)
+        figures.payload_bytes += sum(len(p) for p in payloads)
+        print(f"  published hour {hour + 1}/{hours}: {figures.messages:,} messages, "
+              f"{figures.rate:,.0f} msg/s so far", file=sys.stderr, flush=True)  # fmt: skip
+    return figures
+
+
+def publish(service_url: str, topic: str, topics: int, hours: int) -> PublishFigures:
+    """Every synthetic record as one message on ``topic``; fails unless
+    every one was acknowledged."""
+    client = Client(service_url, operation_timeout_seconds=60)
+    try:
+        client.subscribe(topic, HOLD_SUBSCRIPTION).close()
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=1000,
+            block_if_queue_full=True,
+            max_pending_messages=10000,
+        )
+        receipts = Receipts()
+        figures = _send_all(producer, topics, hours, receipts)
+        producer.close()
+    finally:
+        client.close()
+    if receipts.failed or receipts.ok != figures.messages:
+        raise SystemExit(
+            f"publish: {receipts.ok:,} of {figures.messages:,} acknowledged, "
+            f"{receipts.failed:,} failed (first: {receipts.first_failure})"
+        )
+    return figures
+
+
+def run_reports(source: list[str], output: Path, master: str) -> float:
+    """Wall seconds of ``python -m spark.reports all`` on ``source`` (its
+    ``--input`` and, for a topic, ``--topic`` arguments)."""
     began = time.monotonic()
     cmd = [
         sys.executable,
@@ -262,7 +390,7 @@ def run_reports(source: Path, output: Path, master: str) -> float:
         "spark.reports",
         "all",
         "--input",
-        str(source),
+        *source,
         "--output",
         str(output),
         "--master",
@@ -276,6 +404,42 @@ def _size_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def via_parquet(args: argparse.Namespace, work: Path) -> float:
+    """Generate the files, time the reports on them; the wall seconds."""
+    rows, gen_s = generate(work / "input", args.topics, args.hours)
+    print(f"input: {rows:,} records ({args.topics} topics x {args.hours * 60} snapshots + brokers + bookies), "
+          f"{_size_bytes(work / 'input') / 1e6:.1f} MB Parquet, generated in {gen_s:.1f} s")  # fmt: skip
+    wall_s = run_reports([str(work / "input")], work / "output", args.master)
+    print(f"parquet: python -m spark.reports all --master {args.master}: "
+          f"{wall_s:.1f} s wall (Spark start included)")  # fmt: skip
+    kept = work / "output" if args.keep or args.dir else "removed; --keep keeps it"
+    print(f"output: {_size_bytes(work / 'output') / 1e6:.1f} MB ({kept})")
+    return wall_s
+
+
+def via_topic(args: argparse.Namespace, work: Path) -> float:
+    """Start a standalone Magnetar, publish the records, time the reports
+    reading the topic; the wall seconds."""
+    cluster = StandaloneCluster(work / "magnetar", env=STANDALONE_ENV).start()
+    try:
+        print(f"standalone Magnetar at {cluster.service_url} ({_load()})")
+        f = publish(cluster.service_url, args.topic, args.topics, args.hours)
+        print(f"publish: {f.messages:,} messages ({f.payload_bytes / 1e6:.1f} MB JSON) to {args.topic} "
+              f"in {f.send_s:.1f} s ({f.rate:,.0f} msg/s; send_async + flush; "
+              f"besides {f.generate_s:.1f} s generating and {f.encode_s:.1f} s encoding)")  # fmt: skip
+        source = [cluster.service_url, "--topic", args.topic]
+        wall_s = run_reports(source, work / "output-topic", args.master)
+        print(f"topic: python -m spark.reports all --input {cluster.service_url} --topic {args.topic} "
+              f"--master {args.master}: {wall_s:.1f} s wall (Spark start included)")  # fmt: skip
+    finally:
+        cluster.stop(timeout_s=60)
+    return wall_s
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=1000)
@@ -283,18 +447,23 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--via-topic", action="store_true", help="also read from a topic")
+    parser.add_argument("--topic", default=BENCH_TOPIC, help="the topic --via-topic publishes to")
+    parser.add_argument("--skip-parquet", action="store_true", help="with --via-topic: no files")
     args = parser.parse_args()
+    if args.skip_parquet and not args.via_topic:
+        parser.error("--skip-parquet goes with --via-topic")
     work = args.dir or Path(tempfile.mkdtemp(prefix="magnetar-report-bench-"))
     try:
-        rows, gen_s = generate(work / "input", args.topics, args.hours)
-        print(f"input: {rows:,} records ({args.topics} topics x {args.hours * 60} snapshots + brokers + bookies), "
-              f"{_size_bytes(work / 'input') / 1e6:.1f} MB Parquet, generated in {gen_s:.1f} s")  # fmt: skip
-        wall_s = run_reports(work / "input", work / "output", args.master)
-        print(
-            f"python -m spark.reports all --master {args.master}: {wall_s:.1f} s wall (Spark start included)"
-        )
-        kept = work / "output" if args.keep or args.dir else "removed; --keep keeps it"
-        print(f"output: {_size_bytes(work / 'output') / 1e6:.1f} MB ({kept})")
+        print(_load())
+        parquet_s = None if args.skip_parquet else via_parquet(args, work)
+        if args.via_topic:
+            topic_s = via_topic(args, work)
+            if parquet_s is not None:
+                print(
+                    f"topic / parquet: {topic_s:.1f} s / {parquet_s:.1f} s = {topic_s / parquet_s:.2f}x"
+                )
+        print(_load())
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -239,3 +240,36 @@ def test_bad_exports_are_refused_with_a_clear_error(stats_cluster, tmp_path):
     with Admin(stats_cluster.service_url) as admin:  # the bad topic was not created
         listed = admin.topics.get_list("magnetar/system", include_system_topic=True)
     assert listed == [STATS]
+
+
+def test_every_broker_records_and_the_history_survives_the_death_of_its_owner(tmp_path):
+    """A local cluster of three brokers snapshotting every second: all three
+    publish to the one stats topic; kill -9 of the broker that owns it loses
+    no stored record, and the others go on publishing through its new owner."""
+    from tests.integration.test_local_cluster import _free_offset, _start, _states, _stop
+    from tests.traffic import owner_of, place_topic_on
+
+    config = tmp_path / "magnetar.toml"
+    config.write_text("[broker]\nsession_ttl_ms = 4000\nstats_export_interval_s = 1\n")
+    proc, endpoints = _start(
+        tmp_path, "--port-offset", str(_free_offset()), "--config", str(config)
+    )
+    url, brokers = endpoints["service_url"], endpoints["brokers"]
+    try:
+        writers = lambda: {r["broker"] for _, r in _records(url)}  # noqa: E731
+        wait_for(lambda: len(writers()) == 3, 60, "records from each of the three brokers")
+        place_topic_on(f"magnetar://{brokers[0]}", STATS)
+        assert owner_of(url, STATS) == f"magnetar://{brokers[0]}"
+        before = [(m.message_id(), r) for m, r in _records(url)]
+        os.kill(_states(tmp_path)["pids"]["broker-0"], signal.SIGKILL)
+        killed_ms = before[-1][1]["timestamp"] + 1000
+        after = lambda: [r for _, r in _records(url) if r["timestamp"] > killed_ms]  # noqa: E731
+        wait_for(
+            lambda: {r["broker"] for r in after()} >= set(brokers[1:]),
+            90,
+            "records from the two other brokers after the kill",
+        )
+        now = [(m.message_id(), r) for m, r in _records(url)]
+    finally:
+        _stop(proc, tmp_path)
+    assert now[: len(before)] == before  # nothing stored was lost
