@@ -17,7 +17,6 @@ share of a core printed last.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -25,8 +24,8 @@ from pathlib import Path
 import psutil
 
 from client import Client
-from protos.stats_schema import STATS_TOPIC
 from tests.harness import StandaloneCluster
+from tests.stats_topic import stats_records
 
 
 def _load(service_url: str, topics: int) -> None:
@@ -42,19 +41,8 @@ def _load(service_url: str, topics: int) -> None:
 
 def _snapshots(service_url: str, since_ms: int, until_ms: int) -> int:
     """Snapshots this broker published with timestamps in the window."""
-    from client import MessageId, Timeout
-
-    stamps = set()
-    with Client(service_url) as client:
-        reader = client.create_reader(STATS_TOPIC, MessageId.earliest, receiver_queue_size=5000)
-        while reader.has_message_available():
-            try:
-                record = json.loads(reader.read_next(5000).data())
-            except Timeout:
-                break
-            if since_ms <= record["timestamp"] < until_ms:
-                stamps.add(record["timestamp"])
-    return len(stamps)
+    stamps = {r["timestamp"] for _, r in stats_records(service_url, limit=10_000_000)}
+    return sum(1 for t in stamps if since_ms <= t < until_ms)
 
 
 def measure(topics: int, interval_s: float, window_s: float) -> tuple[float, int]:

@@ -178,8 +178,8 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     await stop.wait()
     log.info("broker stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
-    await stats_producer.close()
     await _stop(core, server, health, registration, background)
+    await stats_producer.close()  # after the history task is cancelled
     if endpoint is not None:
         await endpoint.close()
 

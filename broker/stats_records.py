@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.load_decisions import SplitThresholds, broker_load_from_report, bundle_load_to_json
 from broker.stats import SubscriptionFigures, topic_figures
 from broker.topic import TopicBase
 from protos import common_pb2, stats_schema
@@ -110,19 +111,24 @@ def topic_record(snapshot: Snapshot, topic: TopicBase, bundle: str) -> Record:
     return record
 
 
-def broker_record(snapshot: Snapshot, report: Mapping[str, Any], thresholds: Any) -> Record:
+def broker_record(
+    snapshot: Snapshot, report: Mapping[str, Any], thresholds: SplitThresholds
+) -> Record:
     """The ``broker`` record: this broker's load report (``LoadManager.report``)
-    and its bundle split thresholds (``load_decisions.SplitThresholds``)."""
+    and its bundle split thresholds."""
     record = snapshot.common(stats_schema.KIND_BROKER)
+    load = broker_load_from_report(dict(report), snapshot.broker)
     bundles = []
-    for path, load in sorted(dict(report.get("bundles", {})).items()):
+    for path, bundle_load in sorted(load.bundles.items()):
         namespace, _, bundle = path.rpartition("/")
-        bundles.append({"namespace": namespace, "bundle": bundle, **_bundle_figures(load)})
+        bundles.append(
+            {"namespace": namespace, "bundle": bundle, **bundle_load_to_json(bundle_load)}
+        )
     record.update(
-        cpu=float(report.get("cpu", 0.0)),
-        memory=float(report.get("memory", 0.0)),
-        bandwidthIn=float(report.get("bandwidthIn", 0.0)),
-        bandwidthOut=float(report.get("bandwidthOut", 0.0)),
+        cpu=load.cpu,
+        memory=load.memory,
+        bandwidthIn=load.bandwidth_in,
+        bandwidthOut=load.bandwidth_out,
         msgRateIn=float(report.get("msgRateIn", 0.0)),
         msgRateOut=float(report.get("msgRateOut", 0.0)),
         msgThroughputIn=float(report.get("msgThroughputIn", 0.0)),
@@ -130,23 +136,12 @@ def broker_record(snapshot: Snapshot, report: Mapping[str, Any], thresholds: Any
         numTopics=int(report.get("numTopics", 0)),
         numBundles=int(report.get("numBundles", 0)),
         bundles=bundles,
-        splitMaxTopics=int(thresholds.max_topics),
-        splitMaxSessions=int(thresholds.max_sessions),
+        splitMaxTopics=thresholds.max_topics,
+        splitMaxSessions=thresholds.max_sessions,
         splitMaxMsgRate=float(thresholds.max_msg_rate),
         splitMaxBandwidthBytes=float(thresholds.max_bandwidth_bytes),
     )
     return record
-
-
-def _bundle_figures(load: Mapping[str, Any]) -> Record:
-    return {
-        "topics": int(load.get("topics", 0)),
-        "sessions": int(load.get("sessions", 0)),
-        "msgRateIn": float(load.get("msgRateIn", 0.0)),
-        "msgRateOut": float(load.get("msgRateOut", 0.0)),
-        "msgThroughputIn": float(load.get("msgThroughputIn", 0.0)),
-        "msgThroughputOut": float(load.get("msgThroughputOut", 0.0)),
-    }
 
 
 def bookie_record(snapshot: Snapshot, bookie_id: str, stats: Any) -> Record:

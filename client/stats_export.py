@@ -37,7 +37,7 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class BadTime(ValueError):
-    pass
+    """A --since or --until that is not a time this command reads."""
 
 
 def parse_time(text: str, now_ms: int) -> int:

@@ -57,11 +57,11 @@ class ReportInputError(Exception):
 
 
 class InputNotFound(ReportInputError):
-    pass
+    """No such directory, file or topic."""
 
 
 class EmptyInput(ReportInputError):
-    pass
+    """The input exists but holds no stats records."""
 
 
 class InputUnavailable(ReportInputError):

@@ -4,7 +4,6 @@ the topic, and the reports say what happened on a known topic."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,9 +13,9 @@ import pytest
 
 from client import Client, InitialPosition
 from client.admin import Admin
-from protos import stats_schema
 from spark.reports.runner import RunOptions, run
 from tests.harness import StandaloneCluster, wait_for
+from tests.stats_topic import stats_records
 
 N, M = 50, 18  # produced, then consumed and acknowledged
 
@@ -52,20 +51,11 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standal
 
 
 def _snapshots_after_settled(cluster: StandaloneCluster, topic: str) -> int:
-    from client import MessageId, Timeout
-
     settled = 0
-    with Client(cluster.service_url) as client:
-        reader = client.create_reader(stats_schema.STATS_TOPIC, MessageId.earliest)
-        while reader.has_message_available():
-            try:
-                record = json.loads(reader.read_next(5000).data())
-            except Timeout:
-                break
-            subs = {s["name"]: s for s in record.get("subscriptions") or []}
-            if record.get("topic") == topic and subs.get("sub", {}).get("msgBacklog") == N - M:
-                settled += 1
-        reader.close()
+    for _, record in stats_records(cluster.service_url):
+        subs = {s["name"]: s for s in record.get("subscriptions") or []}
+        if record.get("topic") == topic and subs.get("sub", {}).get("msgBacklog") == N - M:
+            settled += 1
     return settled
 
 

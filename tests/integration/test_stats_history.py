@@ -10,16 +10,16 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from client import Client, InitialPosition, MessageId, Timeout
+from client import Client, InitialPosition, MessageId
 from client.admin import Admin
 from client.stats_export import hour_of
 from protos import stats_schema
 from tests.harness import StandaloneCluster, wait_for
+from tests.stats_topic import stats_records
 
 STATS = stats_schema.STATS_TOPIC
 # One snapshot a second; ledgers roll every 3 entries (a snapshot of a
@@ -39,23 +39,8 @@ def stats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
     c.stop()
 
 
-def _records(service_url: str, limit: int = 5000) -> list[tuple[Any, dict]]:
-    """(message, record) of the stats topic from its first message to its end now."""
-    out: list[tuple[Any, dict]] = []
-    with Client(service_url) as client:
-        reader = client.create_reader(STATS, MessageId.earliest, receiver_queue_size=2000)
-        while len(out) < limit and reader.has_message_available():
-            try:
-                msg = reader.read_next(5000)
-            except Timeout:
-                break
-            out.append((msg, json.loads(msg.data())))
-        reader.close()
-    return out
-
-
 def _latest_of(service_url: str, topic: str) -> dict | None:
-    mine = [r for _, r in _records(service_url) if r.get("topic") == topic]
+    mine = [r for _, r in stats_records(service_url) if r.get("topic") == topic]
     return mine[-1] if mine else None
 
 
@@ -92,7 +77,9 @@ def test_snapshots_of_a_topic_and_its_subscription_reach_the_stats_topic(stats_c
     assert record["bundle"].startswith("0x") and record["storageSize"] > 0
 
     snapshot = [
-        r for _, r in _records(stats_cluster.service_url) if r["timestamp"] == record["timestamp"]
+        r
+        for _, r in stats_records(stats_cluster.service_url)
+        if r["timestamp"] == record["timestamp"]
     ]
     kinds = {r["kind"] for r in snapshot}
     assert kinds == {"topic", "broker", "bookie"}  # the standalone broker leads: bookies too
@@ -105,8 +92,8 @@ def test_snapshots_of_a_topic_and_its_subscription_reach_the_stats_topic(stats_c
 
 
 def test_a_records_message_carries_its_key_time_and_kind(stats_cluster):
-    wait_for(lambda: len(_records(stats_cluster.service_url)) >= 2, 30, "stats records")
-    for msg, record in _records(stats_cluster.service_url)[:50]:
+    wait_for(lambda: len(stats_records(stats_cluster.service_url)) >= 2, 30, "stats records")
+    for msg, record in stats_records(stats_cluster.service_url)[:50]:
         assert msg.event_timestamp() == record["timestamp"]
         assert msg.publish_timestamp() >= record["timestamp"]
         assert msg.properties() == {"kind": record["kind"], "schema_version": "1"}
@@ -120,7 +107,7 @@ def test_a_records_message_carries_its_key_time_and_kind(stats_cluster):
 
 
 def test_system_topics_are_listed_only_when_asked_for(stats_cluster):
-    wait_for(lambda: _records(stats_cluster.service_url), 30, "the stats topic")
+    wait_for(lambda: stats_records(stats_cluster.service_url), 30, "the stats topic")
     with Admin(stats_cluster.service_url) as admin:
         assert admin.topics.get_list("magnetar/system") == []
         assert admin.topics.get_list("magnetar/system", include_system_topic=True) == [STATS]
@@ -154,7 +141,7 @@ def test_retention_keeps_the_stats_topics_ledgers_which_a_plain_topic_loses(stat
         "the plain topic's consumed ledgers to be deleted",
     )
     wait_for(
-        lambda: _records(url)[-1][0].message_id().ledger_id() > first_stats.ledger_id() + 2,
+        lambda: stats_records(url)[-1][0].message_id().ledger_id() > first_stats.ledger_id() + 2,
         30,
         "the stats topic to roll over twice",
     )
@@ -165,12 +152,14 @@ def test_the_history_survives_a_restart(tmp_path):
     cluster = StandaloneCluster(tmp_path / "data", env=ENV)
     cluster.start()
     try:
-        wait_for(lambda: len(_records(cluster.service_url)) >= 6, 30, "a few snapshots")
-        before = [(m.message_id(), r) for m, r in _records(cluster.service_url)]
+        wait_for(lambda: len(stats_records(cluster.service_url)) >= 6, 30, "a few snapshots")
+        before = [(m.message_id(), r) for m, r in stats_records(cluster.service_url)]
         cluster.stop()
         cluster.start()
-        wait_for(lambda: len(_records(cluster.service_url)) > len(before), 30, "snapshots after it")
-        after = [(m.message_id(), r) for m, r in _records(cluster.service_url)]
+        wait_for(
+            lambda: len(stats_records(cluster.service_url)) > len(before), 30, "snapshots after it"
+        )
+        after = [(m.message_id(), r) for m, r in stats_records(cluster.service_url)]
     finally:
         cluster.stop()
     assert after[: len(before)] == before  # every record kept, in order
@@ -189,8 +178,8 @@ def _admin(cluster: StandaloneCluster, *args: str) -> subprocess.CompletedProces
 
 
 def test_stats_export_writes_the_records_to_hourly_files(stats_cluster, tmp_path):
-    wait_for(lambda: len(_records(stats_cluster.service_url)) >= 3, 30, "stats records")
-    published = [r for _, r in _records(stats_cluster.service_url)]
+    wait_for(lambda: len(stats_records(stats_cluster.service_url)) >= 3, 30, "stats records")
+    published = [r for _, r in stats_records(stats_cluster.service_url)]
     for fmt in ("jsonl", "parquet"):
         out = tmp_path / fmt
         done = _admin(
@@ -232,7 +221,7 @@ BAD_EXPORTS = [
 
 
 def test_bad_exports_are_refused_with_a_clear_error(stats_cluster, tmp_path):
-    wait_for(lambda: _records(stats_cluster.service_url), 30, "the stats topic")
+    wait_for(lambda: stats_records(stats_cluster.service_url), 30, "the stats topic")
     for args, code, said in BAD_EXPORTS:
         done = _admin(stats_cluster, "stats", "export", "--output", str(tmp_path / "x"), *args)
         assert done.returncode == code, (args, done.stderr)
@@ -256,20 +245,20 @@ def test_every_broker_records_and_the_history_survives_the_death_of_its_owner(tm
     )
     url, brokers = endpoints["service_url"], endpoints["brokers"]
     try:
-        writers = lambda: {r["broker"] for _, r in _records(url)}  # noqa: E731
+        writers = lambda: {r["broker"] for _, r in stats_records(url)}  # noqa: E731
         wait_for(lambda: len(writers()) == 3, 60, "records from each of the three brokers")
         place_topic_on(f"magnetar://{brokers[0]}", STATS)
         assert owner_of(url, STATS) == f"magnetar://{brokers[0]}"
-        before = [(m.message_id(), r) for m, r in _records(url)]
+        before = [(m.message_id(), r) for m, r in stats_records(url)]
         os.kill(_states(tmp_path)["pids"]["broker-0"], signal.SIGKILL)
         killed_ms = before[-1][1]["timestamp"] + 1000
-        after = lambda: [r for _, r in _records(url) if r["timestamp"] > killed_ms]  # noqa: E731
+        after = lambda: [r for _, r in stats_records(url) if r["timestamp"] > killed_ms]  # noqa: E731
         wait_for(
             lambda: {r["broker"] for r in after()} >= set(brokers[1:]),
             90,
             "records from the two other brokers after the kill",
         )
-        now = [(m.message_id(), r) for m, r in _records(url)]
+        now = [(m.message_id(), r) for m, r in stats_records(url)]
     finally:
         _stop(proc, tmp_path)
     assert now[: len(before)] == before  # nothing stored was lost
