@@ -11,7 +11,8 @@ from typing import Any
 import grpc
 
 from broker.administration import Administration
-from protos import broker_pb2, broker_pb2_grpc
+from broker.errors import BrokerError
+from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.errors import error_of
 
 
@@ -85,6 +86,23 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
         return await _json(
             self.admin.split_bundle(request.namespace, request.bundle, request.unload)
         )
+
+    async def Call(
+        self, request: broker_pb2.AdminCallRequest, context: grpc.aio.ServicerContext
+    ) -> broker_pb2.JsonResponse:
+        return await _json(self._call(request))
+
+    async def _call(self, request: broker_pb2.AdminCallRequest) -> Any:
+        try:
+            arguments = json.loads(request.arguments or "{}")
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            raise BrokerError(
+                f"{request.operation}: the arguments are not a JSON object",
+                common_pb2.INVALID_ARGUMENT,
+            )
+        return await self.admin.call(request.operation, arguments, request.forwarded)
 
     async def LeaderBroker(
         self, request: broker_pb2.LeaderBrokerRequest, context: grpc.aio.ServicerContext

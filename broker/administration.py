@@ -1,33 +1,116 @@
-"""The admin operations (pulsar-admin's groups: topics, namespaces, bundles,
-brokers), independent of any protocol: each answers a JSON-able document
-with Pulsar's field names, or raises a typed error.
+"""The admin operations (pulsar-admin's groups: tenants, namespaces,
+topics, bundles, brokers), independent of any protocol: each answers a
+JSON-able document with Pulsar's field names, or raises a typed error.
 
-A call about a bundle another broker owns is done by that broker: unload and
-split are forwarded to the owner (:mod:`broker.peer_brokers`) and its answer
-is returned as it came.
+Besides the typed calls of the older RPCs, every operation is reachable by
+name through :meth:`Administration.call` (``OPERATIONS``: ``group.verb``
+with JSON arguments), which the ``Call`` RPC serves. A call about a bundle
+or topic another broker owns is done by that broker: unload and split are
+forwarded to the owner (:mod:`broker.peer_brokers`), and an operation that
+meets ``NOT_OWNER`` is forwarded once to the owner it names; the answer is
+returned as it came.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bookie.ledger_client import LedgerClient
 from broker import peer_brokers
 from broker.bundle_state import BundleState
 from broker.bundles import BundleRange, InvalidBundleError
 from broker.errors import BrokerError
-from broker.namespaces import Namespaces, parse_namespace
-from broker.ownership import Ownership, bundle_key
-from broker.stats import key_shared_lookup_of, topic_stats
+from broker.expiry import expire_subscription
+from broker.namespaces import DEFAULT, Namespaces, parse_namespace
+from broker.ownership import NotOwnerError, Ownership, bundle_key
+from broker.policy_admin import PolicyAdministration
+from broker.stats import key_shared_lookup_of, sum_stats, topic_stats
+from broker.tenants import SYSTEM_TENANT, parse_tenant
+from broker.topic import Topic
 from broker.topics import TopicRegistry
 from protos import common_pb2
-from protos.topic_name import TopicName
+from protos.errors import MagnetarServerError
+from protos.topic_name import DEFAULT_TENANT, DOMAINS, SYSTEM_NAMESPACE, TopicName
+
+Operation = Callable[..., Awaitable[Any]]
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise BrokerError(
+            f"expire time {value!r} is not a number of seconds >= 0", common_pb2.INVALID_ARGUMENT
+        )
+    return float(value)
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise BrokerError(f"{what} = {value!r} is not true or false", common_pb2.INVALID_ARGUMENT)
+    return value
 
 
 class Administration:
-    def __init__(self, topics: TopicRegistry, namespaces: Namespaces, ownership: Ownership) -> None:
+    def __init__(
+        self,
+        topics: TopicRegistry,
+        namespaces: Namespaces,
+        ownership: Ownership,
+        ledgers: LedgerClient | None = None,
+    ) -> None:
         self.topics = topics
         self.namespaces = namespaces
         self.ownership = ownership
+        self.policies = PolicyAdministration(namespaces, ledgers or topics.ledgers)
+        p = self.policies
+        self.operations: dict[str, Operation] = {
+            "tenants.list": p.tenants_list,
+            "tenants.get": p.tenants_get,
+            "tenants.create": p.tenants_create,
+            "tenants.update": p.tenants_update,
+            "tenants.delete": self.tenants_delete,
+            "namespaces.list": p.namespaces_list,
+            "namespaces.create": p.namespaces_create,
+            "namespaces.policies": p.namespaces_policies,
+            "namespaces.topics": self.namespaces_topics,
+            "namespaces.delete": self.namespaces_delete,
+            "namespaces.clear-backlog": self.namespaces_clear_backlog,
+            "namespaces.unsubscribe": self.namespaces_unsubscribe,
+            "policies.get": p.get_policy,
+            "policies.set": p.set_policy,
+            "policies.remove": p.remove_policy,
+            "topics.delete": self.topics_delete,
+            "topics.unsubscribe": self.topics_unsubscribe,
+            "topics.clear-backlog": self.topics_clear_backlog,
+            "topics.stats": self.topic_stats,
+            "topics.partitioned-stats": self.topics_partitioned_stats,
+            "topics.last-message-id": self.topics_last_message_id,
+            "topics.expire-messages": self.topics_expire_messages,
+            "topics.expire-messages-all-subscriptions": (
+                self.topics_expire_messages_all_subscriptions
+            ),
+        }
+
+    async def call(self, operation: str, arguments: dict[str, Any], forwarded: bool) -> Any:
+        """Run one operation by name; NOT_OWNER is forwarded once to the owner."""
+        op = self.operations.get(operation)
+        if op is None:
+            raise BrokerError(
+                f"there is no admin operation {operation!r}; operations: "
+                f"{', '.join(sorted(self.operations))}",
+                common_pb2.INVALID_ARGUMENT,
+            )
+        try:
+            inspect.signature(op).bind(**arguments)
+        except TypeError as exc:
+            raise BrokerError(f"{operation}: {exc}", common_pb2.INVALID_ARGUMENT) from None
+        try:
+            return await op(**arguments)
+        except NotOwnerError as exc:
+            if forwarded or not exc.owner:
+                raise
+            return await peer_brokers.call(exc.owner, operation, arguments)
 
     # ------------------------------------------------------------ topics
 
@@ -65,12 +148,222 @@ class Administration:
             )
         return {"topic": name.full_name, "subscription": subscription}
 
+    async def _each_topic(self, operation: str, topic: str, arguments: dict[str, Any]) -> Any:
+        """``operation`` on ``topic``, on whichever broker owns it."""
+        return await self.call(operation, {"topic": topic, **arguments}, False)
+
+    async def topics_delete(self, topic: str, force: Any = False) -> dict[str, Any]:
+        """Delete a topic (a partitioned one: every partition, then its metadata)."""
+        name = TopicName.parse(topic)
+        force = _flag(force, "force")
+        partitions = await self.namespaces.partitions_of(name)
+        if partitions:
+            for i in range(partitions):
+                try:
+                    await self._each_topic(
+                        "topics.delete", name.partition(i).full_name, {"force": force}
+                    )
+                except MagnetarServerError as exc:
+                    if exc.code != common_pb2.TOPIC_NOT_FOUND:
+                        raise  # else a partition nobody has used: nothing is stored
+            await self.namespaces.delete_partitioned_topic(name)
+            return {"deleted": name.full_name, "partitions": partitions}
+        found = await self.topics.existing_topic(name)
+        await self.topics.delete_topic(found, force)
+        return {"deleted": name.full_name}
+
+    async def topics_last_message_id(self, topic: str) -> dict[str, Any]:
+        """The id of the last stored message (``entryId`` -1: nothing stored yet)."""
+        name = TopicName.parse(topic)
+        found = await self.topics.existing_topic(name)
+        ledger_id, entry_id = found.last_position
+        return {
+            "ledgerId": ledger_id,
+            "entryId": entry_id,
+            "partitionIndex": name.partition_index,
+            "batchIndex": -1,
+        }
+
+    async def topics_partitioned_stats(
+        self, topic: str, per_partition: Any = False
+    ) -> dict[str, Any]:
+        """The stats of every partition summed (:func:`broker.stats.sum_stats`),
+        with ``metadata.partitions`` and, asked for, each partition's own."""
+        name = TopicName.parse(topic)
+        partitions = await self.namespaces.partitions_of(name)
+        if not partitions:
+            raise BrokerError(f"{name} is not a partitioned topic", common_pb2.NOT_FOUND)
+        each = {}
+        for i in range(partitions):
+            part = name.partition(i).full_name
+            try:
+                each[part] = await self._each_topic("topics.stats", part, {})
+            except MagnetarServerError as exc:
+                if exc.code != common_pb2.TOPIC_NOT_FOUND:
+                    raise  # else a partition nobody has used yet: it adds nothing
+        total = sum_stats(list(each.values()))
+        total["metadata"] = {"partitions": partitions}
+        if _flag(per_partition, "per_partition"):
+            total["partitions"] = each
+        return total
+
+    async def _subscription(self, topic: str, subscription: str) -> Any:
+        found = await self.topics.existing_topic(TopicName.parse(topic))
+        sub = found.subscriptions.get(subscription)
+        if sub is None:
+            raise BrokerError(
+                f"subscription {subscription!r} does not exist on {found.name}",
+                common_pb2.NOT_FOUND,
+            )
+        return found, sub
+
+    async def topics_unsubscribe(
+        self, topic: str, subscription: str, force: Any = False
+    ) -> dict[str, Any]:
+        """Delete a subscription; with consumers connected only when forced
+        (they are disconnected)."""
+        found, sub = await self._subscription(topic, subscription)
+        await found.delete_subscription(sub, _flag(force, "force"))
+        return {"topic": found.name.full_name, "unsubscribed": subscription}
+
+    async def topics_clear_backlog(self, topic: str, subscription: str) -> dict[str, Any]:
+        """Acknowledge everything of ``subscription`` (pulsar-admin's skip-all)."""
+        found, sub = await self._subscription(topic, subscription)
+        sub.expire_through(found.last_position)
+        return {"topic": found.name.full_name, "subscription": subscription, "cleared": True}
+
+    async def topics_expire_messages(
+        self, topic: str, subscription: str, expire_time_s: Any
+    ) -> dict[str, Any]:
+        """Acknowledge the messages of ``subscription`` published more than
+        ``expire_time_s`` seconds ago (of every partition of a partitioned topic)."""
+        age = _seconds(expire_time_s)
+        name = TopicName.parse(topic)
+        partitions = await self.namespaces.partitions_of(name)
+        if partitions:
+            expired = 0
+            for i in range(partitions):
+                done = await self._each_topic(
+                    "topics.expire-messages",
+                    name.partition(i).full_name,
+                    {"subscription": subscription, "expire_time_s": age},
+                )
+                expired += done["expired"]
+            return {"topic": name.full_name, "subscription": subscription, "expired": expired}
+        found, sub = await self._subscription(topic, subscription)
+        if not isinstance(found, Topic):
+            raise BrokerError(
+                f"{found.name} is non-persistent: nothing is kept to expire", common_pb2.NOT_ALLOWED
+            )
+        expired = await expire_subscription(found, sub, age)
+        return {"topic": found.name.full_name, "subscription": subscription, "expired": expired}
+
+    async def topics_expire_messages_all_subscriptions(
+        self, topic: str, expire_time_s: Any
+    ) -> dict[str, Any]:
+        age = _seconds(expire_time_s)
+        name = TopicName.parse(topic)
+        partitions = await self.namespaces.partitions_of(name)
+        names = [name.partition(i).full_name for i in range(partitions)] if partitions else [topic]
+        expired: dict[str, int] = {}
+        for t in names:
+            stats = await self._each_topic("topics.stats", t, {})
+            for sub in stats["subscriptions"]:
+                done = await self._each_topic(
+                    "topics.expire-messages", t, {"subscription": sub, "expire_time_s": age}
+                )
+                expired[sub] = expired.get(sub, 0) + done["expired"]
+        return {"topic": name.full_name, "expired": expired}
+
     # ------------------------------------------------------------ namespaces
 
+    async def _namespace_topics(self, namespace: str) -> list[str]:
+        ns = parse_namespace(namespace)
+        await self.namespaces.policies(ns, common_pb2.NOT_FOUND)
+        return await self.namespaces.topics_of(ns, DOMAINS, self.topics.active_names())
+
+    async def namespaces_topics(self, namespace: str) -> list[str]:
+        return await self._namespace_topics(namespace)
+
+    async def namespaces_clear_backlog(
+        self, namespace: str, subscription: str = ""
+    ) -> dict[str, Any]:
+        """Clear ``subscription`` (or every subscription) on every topic of the namespace."""
+        cleared = []
+        for topic in await self._namespace_topics(namespace):
+            stats = await self._each_topic("topics.stats", topic, {})
+            for sub in stats["subscriptions"]:
+                if subscription and sub != subscription:
+                    continue
+                await self._each_topic("topics.clear-backlog", topic, {"subscription": sub})
+                cleared.append(f"{topic}:{sub}")
+        return {"namespace": namespace, "cleared": cleared}
+
+    async def namespaces_unsubscribe(self, namespace: str, subscription: str) -> dict[str, Any]:
+        """Delete ``subscription`` from every topic of the namespace that has it."""
+        if not subscription:
+            raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
+        done = []
+        for topic in await self._namespace_topics(namespace):
+            stats = await self._each_topic("topics.stats", topic, {})
+            if subscription in stats["subscriptions"]:
+                await self._each_topic("topics.unsubscribe", topic, {"subscription": subscription})
+                done.append(topic)
+        return {"namespace": namespace, "subscription": subscription, "topics": done}
+
+    async def namespaces_delete(self, namespace: str, force: Any = False) -> dict[str, Any]:
+        deleted = await self.delete_namespace(namespace, _flag(force, "force"))
+        return {"deleted": namespace, "topics": deleted}
+
+    async def delete_namespace(self, namespace: str, force: bool) -> list[str]:
+        """Delete a namespace with no topics; forced, its topics are deleted
+        first (their clients closed). Its bundles are released and their
+        records removed, then its policies record."""
+        if namespace in (DEFAULT, SYSTEM_NAMESPACE):
+            raise BrokerError(
+                f"namespace {namespace} is the cluster's own and cannot be deleted",
+                common_pb2.NOT_ALLOWED,
+            )
+        topics = await self._namespace_topics(namespace)
+        partitioned = await self.namespaces.partitioned_topics(namespace)
+        if (topics or partitioned) and not force:
+            raise BrokerError(
+                f"namespace {namespace} still has {len(topics)} topic(s) "
+                f"({', '.join(topics[:5])}); delete them first or use --force",
+                common_pb2.PRECONDITION_FAILED,
+            )
+        for topic in topics:
+            await self._each_topic("topics.delete", topic, {"force": True})
+        for name in partitioned:
+            await self.namespaces.delete_partitioned_topic(name)
+        await self.unload(namespace, None)
+        await self.namespaces.delete_record(namespace)
+        await self.ownership.forget_namespace(namespace)
+        return topics
+
+    async def tenants_delete(self, tenant: str, force: Any = False) -> dict[str, Any]:
+        """Delete a tenant with no namespaces; forced, its namespaces (and
+        their topics) go first."""
+        if tenant in (DEFAULT_TENANT, SYSTEM_TENANT):
+            raise BrokerError(
+                f"tenant {tenant} is the cluster's own and cannot be deleted",
+                common_pb2.NOT_ALLOWED,
+            )
+        namespaces = await self.namespaces.names(parse_tenant(tenant))
+        if namespaces and not _flag(force, "force"):
+            raise BrokerError(
+                f"tenant {tenant} still has {len(namespaces)} namespace(s) "
+                f"({', '.join(namespaces[:5])}); delete them first or use --force",
+                common_pb2.PRECONDITION_FAILED,
+            )
+        for ns in namespaces:
+            await self.delete_namespace(ns, True)
+        await self.namespaces.tenants.delete(tenant)
+        return {"deleted": tenant, "namespaces": namespaces}
+
     async def set_deduplication(self, namespace: str, enabled: bool) -> dict[str, Any]:
-        policies = await self.namespaces.set_deduplication(namespace, enabled)
-        await self.topics.apply_deduplication(namespace, enabled)
-        return policies.document()
+        await self.policies.set_policy("deduplication", enabled, namespace=namespace)
+        return await self.policies.namespaces_policies(namespace)
 
     async def namespace_bundles(self, namespace: str) -> dict[str, Any]:
         ns = parse_namespace(namespace)

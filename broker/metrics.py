@@ -37,13 +37,14 @@ from protos.topic_name import PARTITION_SUFFIX, TopicName
 class SubscriptionMetrics:
     """A subscription's traffic: messages out, redelivered and acknowledged."""
 
-    __slots__ = ("acked", "counting_since_ms", "label_str", "out", "redelivered")
+    __slots__ = ("acked", "counting_since_ms", "expired", "label_str", "out", "redelivered")
 
     def __init__(self, window_s: float, label_str: str) -> None:
         self.counting_since_ms = int(time.time() * 1000)  # the counters count from then
         self.out = Meter(window_s)
         self.redelivered = Meter(window_s)
         self.acked = Meter(window_s)
+        self.expired = Meter(window_s)  # by message TTL or expire-messages
         self.label_str = label_str  # the topic's labels and subscription="..."
 
 
@@ -238,6 +239,11 @@ class BrokerMetrics:
         while len(self._unloaded) > self.max_unloaded:
             _, old = self._unloaded.popitem(last=False)
             self.departed.setdefault(old.namespace, NamespaceTotals()).fold(old)
+
+    def forget_topic(self, name: TopicName) -> None:
+        """A deleted topic: its kept counters go (a new topic of the name starts at 0)."""
+        if name.full_name not in self._served:
+            self._unloaded.pop(name.full_name, None)
 
     def served(self) -> list[TopicMetrics]:
         return list(self._served.values())

@@ -19,14 +19,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
 from broker.ledger_rules import RetentionPolicy
+from broker.policies import AppliedPolicies, Policies, applied
 from broker.settings import BrokerSettings
+from broker.tenants import Tenants, tenant_missing
 from metastore.client import Compare, MetastoreClient, Op
 from protos import common_pb2, metadata_paths
 from protos.errors import MagnetarServerError
@@ -53,8 +55,9 @@ class NamespacePolicies:
 
     bundles: NamespaceBundles | None = None  # None: default_number_of_namespace_bundles
     replication_clusters: tuple[str, ...] = ()
-    deduplication_enabled: bool | None = None  # None: broker_deduplication_enabled
-    retention: RetentionPolicy | None = None  # None: the broker's default (retention_of)
+    policies: Policies = field(
+        default_factory=Policies
+    )  # what the namespace sets (broker.policies)
     # The document as stored. Writing back keeps what this class does not
     # know (a newer broker's policies) and the stored form of an unchanged
     # field (an older document's bundle count stays a count).
@@ -69,15 +72,7 @@ class NamespacePolicies:
             doc.pop("bundles", None)
         elif not self._stored_bundles_are(self.bundles):
             doc["bundles"] = self.bundles.to_policy()
-        if self.deduplication_enabled is None:
-            doc.pop("deduplicationEnabled", None)
-        else:
-            doc["deduplicationEnabled"] = self.deduplication_enabled
-        if self.retention is None:
-            doc.pop("retention_policies", None)
-        else:
-            doc["retention_policies"] = retention_to_policy(self.retention)
-        return doc
+        return self.policies.into_document(doc)
 
     def _stored_bundles_are(self, bundles: NamespaceBundles) -> bool:
         stored = self.stored.get("bundles")
@@ -94,56 +89,41 @@ class NamespacePolicies:
         as that many equal bundles."""
         doc = json.loads(data)
         bundles = doc.get("bundles")
-        dedup = doc.get("deduplicationEnabled")
-        retention = doc.get("retention_policies")
         return cls(
             bundles=None if bundles is None else NamespaceBundles.from_policy(bundles, 0),
             replication_clusters=tuple(doc.get("replication_clusters", ())),
-            deduplication_enabled=None if dedup is None else bool(dedup),
-            retention=None if retention is None else retention_from_policy(retention),
+            policies=Policies.from_document(doc),
             stored=doc,
         )
 
     def bundles_or_default(self, default_count: int) -> NamespaceBundles:
         return self.bundles if self.bundles is not None else NamespaceBundles.equal(default_count)
 
-    def retention_of(self, namespace: str, settings: BrokerSettings) -> RetentionPolicy:
-        """The namespace's retention, else the broker's default for it: the
-        stats_retention_* settings for the system namespace (the stats
-        topic's), default_retention_* for any other."""
-        if self.retention is not None:
-            return self.retention
-        if namespace == SYSTEM_NAMESPACE:
-            return RetentionPolicy(
-                settings.stats_retention_time_minutes * 60.0, _mb(settings.stats_retention_size_mb)
-            )
-        return RetentionPolicy(
-            settings.default_retention_time_in_minutes * 60.0,
-            _mb(settings.default_retention_size_in_mb),
-        )
+    def with_policy(self, attr: str, value: Any) -> NamespacePolicies:
+        return replace(self, policies=self.policies.with_value(attr, value))
 
-    def deduplication(self, settings: BrokerSettings) -> bool:
-        if self.deduplication_enabled is not None:
-            return self.deduplication_enabled
-        return settings.broker_deduplication_enabled
+
+def applied_policies(
+    name: TopicName, topic: Policies | None, namespace: Policies | None, settings: BrokerSettings
+) -> AppliedPolicies:
+    """The policies ``name`` applies (topic → namespace → broker); the
+    system namespace's topics keep the stats_retention_* settings when
+    neither level sets a retention."""
+    result = applied(topic, namespace, settings)
+    if (
+        name.namespace_name == SYSTEM_NAMESPACE
+        and (topic is None or topic.retention is None)
+        and (namespace is None or namespace.retention is None)
+    ):
+        stats = RetentionPolicy(
+            settings.stats_retention_time_minutes * 60.0, _mb(settings.stats_retention_size_mb)
+        )
+        result = replace(result, retention=stats)
+    return result
 
 
 def _mb(size_mb: int) -> int:
     return size_mb * 1024 * 1024 if size_mb >= 0 else -1
-
-
-def retention_to_policy(r: RetentionPolicy) -> dict[str, int]:
-    """Pulsar's RetentionPolicies document (minutes and MB; -1 = no limit)."""
-    minutes = -1 if r.time_s < 0 else int(r.time_s // 60)
-    size_mb = -1 if r.size_bytes < 0 else r.size_bytes // (1024 * 1024)
-    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
-
-
-def retention_from_policy(doc: Mapping[str, Any]) -> RetentionPolicy:
-    minutes = int(doc.get("retentionTimeInMinutes", 0))
-    return RetentionPolicy(
-        -1.0 if minutes < 0 else minutes * 60.0, _mb(int(doc.get("retentionSizeInMB", 0)))
-    )
 
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_=:.\-]+$")  # as in topic names (protos.topic_name)
@@ -172,20 +152,23 @@ def default_policies(settings: BrokerSettings) -> NamespacePolicies:
 def system_policies(settings: BrokerSettings) -> NamespacePolicies:
     """``magnetar/system`` (the stats topic's namespace): one bundle (it
     holds one topic), in the broker's cluster. Its retention is left unset,
-    so the stats_retention_* settings apply (:meth:`NamespacePolicies.retention_of`)."""
+    so the stats_retention_* settings apply (:func:`applied_policies`)."""
     return NamespacePolicies(
         bundles=NamespaceBundles.equal(1), replication_clusters=(settings.cluster_name,)
     )
 
 
-def _missing(namespace: str) -> BrokerError:
-    return BrokerError(f"namespace {namespace} does not exist", common_pb2.TOPIC_NOT_FOUND)
+def _missing(namespace: str, code: int = common_pb2.TOPIC_NOT_FOUND) -> BrokerError:
+    """A namespace that does not exist: TOPIC_NOT_FOUND for a client of one
+    of its topics, NOT_FOUND for an administrator."""
+    return BrokerError(f"namespace {namespace} does not exist", code)
 
 
 class Namespaces:
     def __init__(self, metastore: MetastoreClient, settings: BrokerSettings) -> None:
         self.metastore = metastore
         self.settings = settings
+        self.tenants = Tenants(metastore, settings)
 
     # ------------------------------------------------------------ policies
 
@@ -196,24 +179,29 @@ class Namespaces:
             return None
         return NamespacePolicies.decode(stat.value), stat.version
 
-    async def policies(self, namespace: str) -> NamespacePolicies:
+    async def policies(
+        self, namespace: str, code: int = common_pb2.TOPIC_NOT_FOUND
+    ) -> NamespacePolicies:
         found = await self.read(namespace)
         if found is None:
-            raise _missing(namespace)
+            raise _missing(namespace, code)
         return found[0]
 
     async def exists(self, namespace: str) -> bool:
         return await self.read(namespace) is not None
 
     async def update(
-        self, namespace: str, change: Callable[[NamespacePolicies], NamespacePolicies]
+        self,
+        namespace: str,
+        change: Callable[[NamespacePolicies], NamespacePolicies],
+        code: int = common_pb2.TOPIC_NOT_FOUND,
     ) -> NamespacePolicies:
         """Apply ``change`` by compare-and-set; the policies written."""
         key = metadata_paths.namespace_policies(namespace)
         for _ in range(POLICY_UPDATE_ATTEMPTS):
             found = await self.read(namespace)
             if found is None:
-                raise _missing(namespace)
+                raise _missing(namespace, code)
             after = change(found[0])
             try:
                 await self.metastore.put(key, after.encode(), expected_version=found[1])
@@ -223,7 +211,7 @@ class Namespaces:
                     raise
         raise BrokerError(
             f"the policies of {namespace} kept changing; the change gave up",
-            common_pb2.SERVICE_NOT_READY,
+            common_pb2.CONFLICT,
         )
 
     def unchanged(self, namespace: str, version: int) -> Compare:
@@ -234,14 +222,11 @@ class Namespaces:
         """A transaction's write of the policies (with other records, atomically)."""
         return Op(metadata_paths.namespace_policies(namespace), policies.encode())
 
-    async def set_deduplication(self, namespace: str, enabled: bool) -> NamespacePolicies:
-        return await self.update(
-            parse_namespace(namespace), lambda p: replace(p, deduplication_enabled=enabled)
-        )
-
     async def ensure_default(self) -> None:
-        """Create ``public/default`` (:func:`default_policies`) and the system
-        namespace of the stats topic unless they exist."""
+        """Create the tenants ``public`` and ``magnetar``, ``public/default``
+        (:func:`default_policies`) and the system namespace of the stats
+        topic unless they exist."""
+        await self.tenants.ensure_default()
         await self._ensure(DEFAULT, default_policies(self.settings))
         await self._ensure(SYSTEM_NAMESPACE, system_policies(self.settings))
 
@@ -255,6 +240,110 @@ class Namespaces:
             if exc.code != common_pb2.BAD_VERSION:
                 raise  # else another broker created it first
 
+    # ------------------------------------------------------------ lifecycle
+
+    async def create(
+        self, namespace: str, bundles: int | None, clusters: Sequence[str]
+    ) -> NamespacePolicies:
+        """A new namespace of an existing tenant: ``bundles`` equal bundles
+        (default_number_of_namespace_bundles when None), replicated in
+        ``clusters`` (this cluster when empty)."""
+        ns = parse_namespace(namespace)
+        tenant = await self.tenants.get(ns.split("/")[0])
+        count = self.settings.default_number_of_namespace_bundles if bundles is None else bundles
+        most = self.settings.load_balancer_namespace_maximum_bundles
+        if not 1 <= count <= most:
+            raise BrokerError(
+                f"{count} bundles: a namespace has 1 to {most} "
+                "(load_balancer_namespace_maximum_bundles)",
+                common_pb2.INVALID_ARGUMENT,
+            )
+        clusters = tuple(clusters) or (self.settings.cluster_name,)
+        not_allowed = [
+            c for c in clusters if tenant.allowed_clusters and c not in tenant.allowed_clusters
+        ]
+        if not_allowed or any(c != self.settings.cluster_name for c in clusters):
+            raise BrokerError(
+                f"cluster(s) {', '.join(clusters)}: a namespace of {ns.split('/')[0]} may use "
+                f"{', '.join(tenant.allowed_clusters) or 'no cluster'}, and this "
+                f"cluster is {self.settings.cluster_name!r}",
+                common_pb2.PRECONDITION_FAILED,
+            )
+        policies = NamespacePolicies(NamespaceBundles.equal(count), clusters)
+        key = metadata_paths.namespace_policies(ns)
+        try:
+            await self.metastore.put(key, policies.encode(), expected_version=-1)
+        except MagnetarServerError as exc:
+            if exc.code != common_pb2.BAD_VERSION:
+                raise
+            raise BrokerError(f"namespace {ns} already exists", common_pb2.CONFLICT) from None
+        return policies
+
+    async def names(self, tenant: str) -> list[str]:
+        """The namespaces of an existing tenant, ``tenant/ns``, sorted."""
+        if not await self.tenants.exists(tenant):
+            raise tenant_missing(tenant)
+        return [
+            f"{tenant}/{ns}"
+            for ns in sorted(await self.metastore.children(metadata_paths.namespaces_of(tenant)))
+        ]
+
+    async def delete_record(self, namespace: str) -> None:
+        """Remove the policies record, and with it the namespace (the caller
+        has removed its topics and bundles)."""
+        if namespace in (DEFAULT, SYSTEM_NAMESPACE):
+            raise BrokerError(
+                f"namespace {namespace} is the cluster's own and cannot be deleted",
+                common_pb2.NOT_ALLOWED,
+            )
+        if not await self.metastore.delete(metadata_paths.namespace_policies(namespace)):
+            raise _missing(namespace, common_pb2.NOT_FOUND)
+
+    # ------------------------------------------------------------ topic policies
+
+    async def topic_policies(self, name: TopicName) -> tuple[Policies, int] | None:
+        """A topic's overrides and the version of their record; None if it has none."""
+        stat = await self.metastore.get(metadata_paths.topic_policies(name))
+        if stat is None:
+            return None
+        return Policies.from_document(json.loads(stat.value), topic_level=True), stat.version
+
+    async def update_topic_policies(
+        self, name: TopicName, change: Callable[[Policies], Policies]
+    ) -> Policies:
+        """Apply ``change`` to a topic's overrides by compare-and-set (the
+        record goes when nothing is left in it)."""
+        key = metadata_paths.topic_policies(name)
+        for _ in range(POLICY_UPDATE_ATTEMPTS):
+            found = await self.topic_policies(name)
+            before, version = found if found is not None else (Policies(), -1)
+            after = change(before)
+            try:
+                if after.is_empty():
+                    if version >= 0:
+                        await self.metastore.delete(key, expected_version=version)
+                else:
+                    body = json.dumps(after.into_document({})).encode()
+                    await self.metastore.put(key, body, expected_version=version)
+                return after
+            except MagnetarServerError as exc:
+                if exc.code != common_pb2.BAD_VERSION:
+                    raise
+        raise BrokerError(
+            f"the policies of {name} kept changing; the change gave up", common_pb2.CONFLICT
+        )
+
+    async def applied_to(self, name: TopicName) -> AppliedPolicies:
+        """What ``name`` applies now (:func:`applied_policies`)."""
+        ns = await self.read(name.namespace_name)
+        topic = await self.topic_policies(name.partitioned_topic_name)
+        return applied_policies(
+            name,
+            None if topic is None else topic[0],
+            None if ns is None else ns[0].policies,
+            self.settings,
+        )
+
     # ------------------------------------------------------------ partitioned topics
 
     async def partitions_of(self, name: TopicName) -> int:
@@ -263,6 +352,25 @@ class Namespaces:
             return 0
         stat = await self.metastore.get(metadata_paths.partitioned_topic(name))
         return int(json.loads(stat.value)["partitions"]) if stat is not None else 0
+
+    async def partitions_or_create(self, name: TopicName) -> int:
+        """:meth:`partitions_of`, creating the partitioned topic first when
+        nothing of ``name`` exists and its namespace creates topics on first
+        use as partitioned ones (autoTopicCreationOverride)."""
+        n = await self.partitions_of(name)
+        if n or name.is_partition or not name.is_persistent or name.is_system:
+            return n
+        if not await self.exists(name.namespace_name) or await self.managed_ledger_exists(name):
+            return 0
+        auto = (await self.applied_to(name)).auto_topic_creation
+        if not (auto.allow and auto.partitioned):
+            return 0
+        try:
+            await self.create_partitioned_topic(name, auto.default_partitions, False)
+        except BrokerError as exc:
+            if exc.code != common_pb2.NOT_ALLOWED:  # else created meanwhile
+                raise
+        return await self.partitions_of(name)
 
     async def check_partitioned(self, name: TopicName) -> None:
         """A partitioned topic is served through its partitions only, and only
@@ -322,7 +430,46 @@ class Namespaces:
                 common_pb2.NOT_ALLOWED,
             ) from None
 
+    async def partitioned_topics(self, namespace: str) -> list[TopicName]:
+        found = []
+        for domain in DOMAINS:
+            for base in await self.metastore.children(
+                metadata_paths.partitioned_topics_of(namespace, domain)
+            ):
+                found.append(TopicName.parse(f"{domain}://{namespace}/{base}"))
+        return found
+
+    async def delete_partitioned_topic(self, name: TopicName) -> None:
+        """Remove the partition count (the partitions are deleted already)
+        and the topic's policy overrides."""
+        await self.metastore.delete(metadata_paths.partitioned_topic(name))
+        await self.metastore.delete(metadata_paths.topic_policies(name))
+
     # ------------------------------------------------------------ topics
+
+    async def check_may_create(self, name: TopicName, policies: AppliedPolicies) -> None:
+        """A persistent topic that does not exist yet may be created on first
+        use: auto topic creation is on and the namespace is under its topic limit."""
+        if not policies.auto_topic_creation.allow:
+            raise BrokerError(
+                f"topic {name} does not exist and auto topic creation is off in "
+                f"{name.namespace_name}",
+                common_pb2.TOPIC_NOT_FOUND,
+            )
+        limit = policies.max_topics_per_namespace
+        count = await self.topic_count(name.namespace_name)
+        if count >= limit:
+            raise BrokerError(
+                f"namespace {name.namespace_name} already has {count} topics "
+                f"(max topics per namespace = {limit})",
+                common_pb2.NOT_ALLOWED,
+            )
+
+    async def topic_count(self, namespace: str) -> int:
+        """Persistent topics stored in ``namespace`` (partitions count one each)."""
+        return len(
+            await self.metastore.children(metadata_paths.managed_ledgers_of(namespace, PERSISTENT))
+        )
 
     async def managed_ledger_exists(self, name: TopicName) -> bool:
         if not name.is_persistent:

@@ -139,6 +139,12 @@ class Ownership:
     def forget_bundles(self, ns: str) -> None:
         self._bundles.pop(ns, None)
 
+    async def forget_namespace(self, ns: str) -> None:
+        """A deleted namespace: its bundle records (released first) go."""
+        self.forget_bundles(ns)
+        for name in await self.metastore.children(metadata_paths.bundle(ns, "")[:-1]):
+            await self.metastore.delete(metadata_paths.bundle(ns, name))
+
     def cached_bundle_key(self, name: TopicName) -> str | None:
         """The bundle key of a topic from cached boundaries (None if not cached)."""
         cached = self._bundles.get(name.namespace_name)

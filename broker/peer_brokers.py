@@ -23,6 +23,20 @@ def _answer(resp: broker_pb2.JsonResponse) -> Any:
     return json.loads(resp.json)
 
 
+async def call(
+    owner: str, operation: str, arguments: dict[str, Any], timeout_s: float = SPLIT_TIMEOUT_S
+) -> Any:
+    """An admin operation (by name) on the broker that owns what it is about."""
+    async with grpc.aio.insecure_channel(owner) as channel:
+        resp = await broker_pb2_grpc.BrokerAdminStub(channel).Call(
+            broker_pb2.AdminCallRequest(
+                operation=operation, arguments=json.dumps(arguments), forwarded=True
+            ),
+            timeout=timeout_s,
+        )
+    return _answer(resp)
+
+
 async def unload(
     owner: str, namespace: str, bundle: str, timeout_s: float = UNLOAD_TIMEOUT_S
 ) -> Any:

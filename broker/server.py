@@ -20,6 +20,7 @@ from broker.metrics import BrokerMetrics
 from broker.metrics_export import MetricsExporter
 from broker.namespaces import Namespaces
 from broker.ownership import Ownership
+from broker.policy_watch import PolicyWatch
 from broker.service import BrokerService
 from broker.settings import BrokerSettings
 from broker.stats_history import StatsHistory
@@ -170,7 +171,10 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         settings, core.topics, core.ownership, core.load_manager, core.ledgers, stats_producer.send
     )
     background = [
-        asyncio.create_task(core.topics.housekeeping_forever()),
+        asyncio.create_task(core.topics.idle_rollover_forever()),
+        asyncio.create_task(core.topics.retention_forever()),
+        asyncio.create_task(core.topics.expiry_forever()),
+        asyncio.create_task(PolicyWatch(core.metastore, core.topics, core.ownership).run_forever()),
         asyncio.create_task(core.load_manager.run_forever()),
         asyncio.create_task(exporter.roll_forever()),
         asyncio.create_task(history.run_forever()),

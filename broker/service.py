@@ -95,7 +95,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> broker_pb2.PartitionedTopicMetadata:
         try:
             name = TopicName.parse(request.topic)
-            n = await self.namespaces.partitions_of(name)
+            n = await self.namespaces.partitions_or_create(name)
         except Exception as exc:
             return broker_pb2.PartitionedTopicMetadata(error=error_of(exc))
         return broker_pb2.PartitionedTopicMetadata(partitions=n, topic=name.full_name)

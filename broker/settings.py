@@ -281,6 +281,94 @@ class BrokerSettings:
     stats_retention_size_mb: int = setting(
         -1, "Retention size of the stats topic (-1 = no size limit)."
     )
+    ttl_duration_default_in_seconds: int = setting(
+        0,
+        "Message TTL of topics whose namespace and topic set none: unacknowledged messages "
+        "older than this are acknowledged by the expiry check (0 = never).",
+    )
+    message_expiry_check_interval_s: float = setting(
+        300.0, "How often the broker expires messages past their TTL (Pulsar: 5 minutes)."
+    )
+    backlog_quota_default_limit_bytes: int = setting(
+        -1, "destination_storage backlog quota of namespaces that set none, in bytes (-1 = none)."
+    )
+    backlog_quota_default_limit_second: int = setting(
+        -1, "message_age backlog quota of namespaces that set none, in seconds (-1 = none)."
+    )
+    backlog_quota_default_retention_policy: str = setting(
+        "producer_request_hold",
+        "What the default backlog quotas do when exceeded: producer_request_hold, "
+        "producer_exception or consumer_backlog_eviction.",
+    )
+    backlog_quota_check_interval_s: float = setting(
+        60.0, "How often the broker checks every topic's backlog against its quotas."
+    )
+    retention_check_interval_s: float = setting(
+        120.0, "How often the broker deletes ledgers past their retention."
+    )
+    dispatch_throttling_rate_per_topic_in_msg: int = setting(
+        0, "Messages per second dispatched from one topic when no policy sets it (0 = no limit)."
+    )
+    dispatch_throttling_rate_per_topic_in_byte: int = setting(
+        0, "Bytes per second dispatched from one topic when no policy sets it (0 = no limit)."
+    )
+    dispatch_throttling_rate_per_subscription_in_msg: int = setting(
+        0,
+        "Messages per second dispatched to one subscription when no policy sets it (0 = no limit).",
+    )
+    dispatch_throttling_rate_per_subscription_in_byte: int = setting(
+        0, "Bytes per second dispatched to one subscription when no policy sets it (0 = no limit)."
+    )
+    max_publish_rate_per_topic_in_messages: int = setting(
+        0, "Messages per second one topic accepts when no policy sets it (0 = no limit)."
+    )
+    max_publish_rate_per_topic_in_bytes: int = setting(
+        0, "Bytes per second one topic accepts when no policy sets it (0 = no limit)."
+    )
+    subscribe_throttling_rate_per_consumer: int = setting(
+        0, "Subscribes one consumer name may make per period when no policy sets it (0 = no limit)."
+    )
+    subscribe_rate_period_per_consumer_in_second: int = setting(
+        30, "The period of subscribe_throttling_rate_per_consumer, in seconds."
+    )
+    max_consumers_per_topic: int = setting(10000, "Consumers of one topic, all subscriptions.")
+    max_topics_per_namespace: int = setting(
+        1000000, "Topics one namespace may hold when its policies set no lower limit."
+    )
+    allow_auto_topic_creation_type: str = setting(
+        "non-partitioned",
+        "What a topic created on first use is: non-partitioned or partitioned (with "
+        "default_num_partitions partitions).",
+    )
+    default_num_partitions: int = setting(
+        1,
+        "Partitions of a topic created on first use when allow_auto_topic_creation_type is partitioned.",
+    )
+    subscription_expiration_time_minutes: int = setting(
+        0,
+        "A durable subscription with no consumer and no activity for this long is deleted "
+        "(0 = never), unless its namespace sets otherwise.",
+    )
+    subscription_expiry_check_interval_s: float = setting(
+        300.0, "How often the broker deletes expired subscriptions."
+    )
+    broker_delete_inactive_topics_enabled: bool = setting(
+        False,
+        "Delete topics that have no producers and no consumers and stay so for "
+        "broker_delete_inactive_topics_max_inactive_duration_seconds (Pulsar defaults to true; "
+        "Magnetar keeps topics unless told, docs/admin.md).",
+    )
+    broker_delete_inactive_topics_mode: str = setting(
+        "delete_when_no_subscriptions",
+        "Which inactive topics go: delete_when_no_subscriptions or "
+        "delete_when_subscriptions_caught_up.",
+    )
+    broker_delete_inactive_topics_max_inactive_duration_seconds: int = setting(
+        60, "How long a topic must be inactive before it is deleted."
+    )
+    inactive_topic_check_interval_s: float = setting(
+        60.0, "How often the broker looks for inactive topics to delete."
+    )
     bookie_timeout_ms: int = setting(30000, "Add and read timeout towards bookies.")
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
     malloc_arenas: int = malloc_arenas_setting()

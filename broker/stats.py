@@ -98,7 +98,7 @@ def storage_of(topic: TopicBase) -> tuple[int, int]:
 class SubscriptionFigures:
     """One subscription's figures (rates per second over the stats window)."""
 
-    type: str
+    type: str | None  # None: no consumer since the subscription was loaded
     durable: bool
     backlog: Backlog
     delayed: int
@@ -117,7 +117,7 @@ def subscription_figures(sub: Subscription) -> SubscriptionFigures:
     m = sub.metrics
     rate_out, throughput_out = m.out.rates()
     return SubscriptionFigures(
-        type=sub.sub_type.display,
+        type=sub.sub_type.display if sub.type_known else None,
         durable=sub.cursor.durable,
         backlog=subscription_backlog(sub),
         delayed=delayed_messages(sub),
@@ -316,6 +316,9 @@ def _subscription_stats(sub: Subscription, f: SubscriptionFigures) -> dict[str, 
         "bytesOutCounter": f.bytes_out,
         "msgOutCounter": f.msgs_out,
         "isDurable": f.durable,
+        "msgRateExpired": sub.metrics.expired.rates()[0],
+        "totalMsgExpired": sub.metrics.expired.msgs,
+        "lastExpireTimestamp": sub.last_expire_ms,
         "consumers": [_consumer_stats(sub, c) for c in sub.consumers],
     }
     if isinstance(sub.dispatcher, NonPersistentDispatcher):
@@ -323,6 +326,45 @@ def _subscription_stats(sub: Subscription, f: SubscriptionFigures) -> dict[str, 
         out["msgDropRate"] = drop_rate
         out["msgDropCount"] = sub.dispatcher.dropped.msgs
     return out
+
+
+_SUMMED_SUBSCRIPTION_FIELDS = (
+    "msgBacklog",
+    "msgBacklogNoDelayed",
+    "msgDelayed",
+    "unackedMessages",
+    "msgRateOut",
+    "msgThroughputOut",
+    "msgRateRedeliver",
+    "messageAckRate",
+    "bytesOutCounter",
+    "msgOutCounter",
+    "msgRateExpired",
+    "totalMsgExpired",
+)
+
+
+def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Partitioned stats: the numbers of every partition's stats added up,
+    publishers listed together, subscriptions merged by name (Pulsar's
+    ``partitioned-stats``)."""
+    total: dict[str, Any] = {"publishers": [], "subscriptions": {}}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+        total["publishers"].extend(part.get("publishers", []))
+        for name, sub in part.get("subscriptions", {}).items():
+            merged = total["subscriptions"].setdefault(
+                name, {"type": sub.get("type"), "isDurable": sub.get("isDurable"), "consumers": []}
+            )
+            merged["type"] = merged["type"] or sub.get("type")
+            for key in _SUMMED_SUBSCRIPTION_FIELDS:
+                merged[key] = merged.get(key, 0) + sub.get(key, 0)
+            merged["consumers"].extend(sub.get("consumers", []))
+    in_rate = total.get("msgRateIn", 0)
+    total["averageMsgSize"] = total.get("msgThroughputIn", 0) / in_rate if in_rate else 0.0
+    return total
 
 
 def topic_stats(topic: TopicBase) -> dict[str, Any]:

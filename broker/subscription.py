@@ -37,6 +37,7 @@ from broker.metrics import TopicMetrics
 from broker.modes import KeySharedMode, SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.pending_acks import PendingAcks
+from broker.policies import AppliedPolicies
 from broker.settings import BrokerSettings
 from protos import common_pb2
 from protos.topic_name import TopicName
@@ -61,6 +62,7 @@ class TopicView(Protocol):
     settings: BrokerSettings
     persistent: bool
     metrics: TopicMetrics
+    policies: AppliedPolicies
 
     def count_out(self, messages: int, size: int) -> None: ...
 
@@ -80,13 +82,18 @@ class Subscription:
         self.topic = topic
         self.name = name
         self.sub_type = sub_type
+        # Has a consumer set the type since the subscription was loaded? A
+        # consumerless subscription shows the last type used here, or none
+        # (stats "type": null) when no consumer has come since it loaded.
+        self.type_known = False
+        self.last_expire_ms = 0  # when expiry last acknowledged something
         self.cursor = cursor
         self._ledger = ledger
         self.settings = topic.settings
         self.consumers: list[Consumer] = []
         self.pending: PendingAcks[Consumer] = PendingAcks(
-            self.settings.max_unacked_messages_per_consumer,
-            self.settings.max_unacked_messages_per_subscription,
+            topic.policies.max_unacked_messages_per_consumer,
+            topic.policies.max_unacked_messages_per_subscription,
         )
         self.key_shared = key_shared or KeySharedPolicy()
         self.batch_index_acks = (
@@ -108,6 +115,13 @@ class Subscription:
     @property
     def unacked(self) -> int:
         return self.pending.total_unacked
+
+    def apply_policies(self, policies: AppliedPolicies) -> None:
+        """New unacked limits: a consumer or the subscription blocked under
+        the old ones may go on at once."""
+        self.pending.max_per_consumer = policies.max_unacked_messages_per_consumer
+        self.pending.max_per_subscription = policies.max_unacked_messages_per_subscription
+        self.dispatcher.trigger()
 
     def count_out(self, messages: int, size: int, redelivered: int) -> None:
         """Messages went out to a consumer, ``redelivered`` of them again."""
@@ -182,6 +196,7 @@ class Subscription:
             self.sub_type, self.key_shared, self.dispatcher = sub_type, key_shared, dispatcher
             self.cursor.rewind()
         self.consumers.append(consumer)
+        self.type_known = True
         self.pending.add_consumer(consumer)
         self.dispatcher.consumer_added(consumer)
         return consumer
@@ -211,9 +226,12 @@ class Subscription:
                 f"exclusive {where} already has a consumer ({self.consumers[0].name})",
                 common_pb2.CONSUMER_BUSY,
             )
-        if len(self.consumers) >= self.settings.max_consumers_per_subscription:
+        limit = self.topic.policies.max_consumers_per_subscription
+        if len(self.consumers) >= limit:
             raise BrokerError(
-                "max_consumers_per_subscription reached", common_pb2.TOO_MANY_REQUESTS
+                f"{where} already has {len(self.consumers)} consumers "
+                f"(max consumers per subscription = {limit})",
+                common_pb2.TOO_MANY_REQUESTS,
             )
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -267,6 +285,15 @@ class Subscription:
         ]
         if completed:
             self.ack(completed, False, consumer)
+
+    def expire_through(self, up_to: Position) -> None:
+        """Acknowledge everything up to ``up_to`` for the broker (message
+        expiry, clear-backlog): cumulative whatever the type, and what
+        consumers held up to there is released."""
+        self.cursor.ack([up_to], True)
+        for holder, done in self.pending.acked([up_to], True, None):
+            self.dispatcher.acked(holder, done)
+        self.dispatcher.trigger()
 
     # ------------------------------------------------------------ redelivery
 

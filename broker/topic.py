@@ -30,6 +30,7 @@ from broker.managed_ledger import ManagedLedger, Stored
 from broker.meter import Meter
 from broker.metrics import TopicMetrics
 from broker.modes import ProducerAccessMode, SubscriptionType
+from broker.policies import AppliedPolicies, applied
 from broker.publish_time import find_by_publish_time
 from broker.settings import BrokerSettings
 from broker.subscription import KeySharedPolicy, Subscription
@@ -79,6 +80,9 @@ class TopicBase:
             settings.broker_deduplication_entries_interval,
             settings.broker_deduplication_max_number_of_producers,
         )
+        # What the topic applies (broker.policies); the registry sets it at
+        # load and again whenever a policy changes.
+        self.policies: AppliedPolicies = applied(None, None, settings)
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self.closing = False
@@ -115,6 +119,13 @@ class TopicBase:
 
     async def close(self) -> None:
         raise NotImplementedError
+
+    async def apply_policies(self, policies: AppliedPolicies) -> None:
+        """Take new policies: limits apply to the next check, the unacked
+        limits to every subscription at once."""
+        self.policies = policies
+        for sub in self.subscriptions.values():
+            sub.apply_policies(policies)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -219,16 +230,17 @@ class TopicBase:
         key_shared: KeySharedPolicy | None = None,
     ) -> tuple[Subscription, Consumer]:
         async with self._sub_lock:
+            self._check_room_for_consumer()
             sub = self.subscriptions.get(sub_name)
             if sub is not None:
                 consumer = sub.add_consumer(
                     consumer_name, sub_type, sink, priority_level, key_shared
                 )
                 return sub, consumer
-            if durable and not self.settings.allow_auto_subscription_creation:
+            if durable and not self.policies.auto_subscription_creation:
                 raise BrokerError(
                     f"subscription {sub_name!r} does not exist on {self.name} and "
-                    "allow_auto_subscription_creation is off (create it with "
+                    "auto subscription creation is off (create it with "
                     "topics create-subscription)",
                     common_pb2.SUBSCRIPTION_NOT_FOUND,
                 )
@@ -261,10 +273,40 @@ class TopicBase:
             sub.remove_consumer(consumer)
             await sub.cursor.delete()
 
+    async def delete_subscription(self, sub: Subscription, force: bool) -> None:
+        """Delete ``sub`` (admin): refused while consumers are connected,
+        unless ``force`` (they are disconnected)."""
+        async with self._sub_lock:
+            if sub.consumers and not force:
+                raise BrokerError(
+                    f"subscription {sub.name!r} on {self.name} has {len(sub.consumers)} "
+                    "consumer(s) connected; close them first or use --force",
+                    common_pb2.PRECONDITION_FAILED,
+                )
+            if self.subscriptions.get(sub.name) is sub:
+                del self.subscriptions[sub.name]
+                self.metrics.forget_subscription(sub.name)
+            for consumer in list(sub.consumers):
+                consumer.close()
+                sub.remove_consumer(consumer)
+            await sub.cursor.delete()
+
     def _check_room_for_subscription(self) -> None:
-        if len(self.subscriptions) >= self.settings.max_subscriptions_per_topic:
+        limit = self.policies.max_subscriptions_per_topic
+        if len(self.subscriptions) >= limit:
             raise BrokerError(
-                f"{self.name} already has {len(self.subscriptions)} subscriptions",
+                f"{self.name} already has {len(self.subscriptions)} subscriptions "
+                f"(max subscriptions per topic = {limit})",
+                common_pb2.TOO_MANY_REQUESTS,
+            )
+
+    def _check_room_for_consumer(self) -> None:
+        limit = self.policies.max_consumers_per_topic
+        connected = sum(len(sub.consumers) for sub in self.subscriptions.values())
+        if connected >= limit:
+            raise BrokerError(
+                f"{self.name} already has {connected} consumers "
+                f"(max consumers per topic = {limit})",
                 common_pb2.TOO_MANY_REQUESTS,
             )
 
@@ -326,10 +368,11 @@ class TopicBase:
                 f"{self.name} has an exclusive producer ({holder.name}); no other may connect",
                 common_pb2.PRODUCER_BUSY,
             )
-        if len(self.producers) >= self.settings.max_producers_per_topic:
+        limit = self.policies.max_producers_per_topic
+        if len(self.producers) >= limit:
             raise BrokerError(
                 f"{self.name} already has {len(self.producers)} producers "
-                f"(max_producers_per_topic = {self.settings.max_producers_per_topic})",
+                f"(max producers per topic = {limit})",
                 common_pb2.TOO_MANY_REQUESTS,
             )
         if requested_name in self.producers:
@@ -390,6 +433,18 @@ class Topic(TopicBase):
     def _on_new_entries(self) -> None:
         for sub in self.subscriptions.values():
             sub.on_new_entries()
+
+    async def apply_policies(self, policies: AppliedPolicies) -> None:
+        """As the base, and: retention and persistence (for the next ledger)
+        go to the managed ledger, deduplication turns on or off."""
+        await super().apply_policies(policies)
+        p = policies.persistence
+        self.ledger.quorums = (p.ensemble, p.write_quorum, p.ack_quorum)
+        self.ledger.retention = policies.retention
+        if policies.deduplication_enabled and not self.dedup.enabled:
+            await self.enable_dedup()
+        elif not policies.deduplication_enabled and self.dedup.enabled:
+            self.disable_dedup()
 
     # ---------------------------------------------------------------- deduplication
 

@@ -26,6 +26,7 @@ from bookie.ledger_client import LedgerClient
 from broker.bundles import BundleRange
 from broker.entry_cache import EntryCache
 from broker.errors import BrokerError
+from broker.expiry import expire_topic
 from broker.ledger_rules import RolloverPolicy
 from broker.managed_ledger import ManagedLedger
 from broker.message_counts import TableBudget
@@ -36,7 +37,7 @@ from broker.ownership import Ownership, bundle_key
 from broker.settings import BrokerSettings
 from broker.topic import Topic, TopicBase
 from metastore.client import MetastoreClient
-from protos import common_pb2
+from protos import common_pb2, metadata_paths
 from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -141,33 +142,30 @@ class TopicRegistry:
         return [t.name for t in self.topics.values()]
 
     async def _load(self, name: TopicName) -> TopicBase:
-        policies = await self.namespaces.read(name.namespace_name)
-        if policies is None:
+        if not await self.namespaces.exists(name.namespace_name):
             raise BrokerError(
                 f"{name}: namespace {name.namespace_name} does not exist",
                 common_pb2.TOPIC_NOT_FOUND,
             )
         await self.namespaces.check_partitioned(name)
+        policies = await self.namespaces.applied_to(name)
         if not name.is_persistent:
-            return NonPersistentTopic(name, self.settings, self.metrics.topic(name))
-        if (
-            not self.settings.allow_auto_topic_creation
-            and not name.is_system  # the cluster's own topics are made as needed
-            and not await self.namespaces.managed_ledger_exists(name)
-        ):
-            raise BrokerError(
-                f"topic {name} does not exist and allow_auto_topic_creation is off",
-                common_pb2.TOPIC_NOT_FOUND,
-            )
+            plain = NonPersistentTopic(name, self.settings, self.metrics.topic(name))
+            await plain.apply_policies(policies)
+            return plain
+        if not name.is_system and not await self.namespaces.managed_ledger_exists(name):
+            # The cluster's own topics are made as needed.
+            await self.namespaces.check_may_create(name, policies)
         metrics = self.metrics.topic(name)
         ledger = self._managed_ledger(name, metrics)
-        ledger.retention = policies[0].retention_of(name.namespace_name, self.settings)
+        p = policies.persistence
+        ledger.quorums = (p.ensemble, p.write_quorum, p.ack_quorum)
+        ledger.retention = policies.retention
         try:
             await ledger.open()
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
             ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
-            if policies[0].deduplication(self.settings):
-                await topic.enable_dedup()
+            await topic.apply_policies(policies)
             await topic.load_cursors()
         except BaseException:
             ledger.message_counts.release()
@@ -193,15 +191,22 @@ class TopicRegistry:
 
     # ---------------------------------------------------------------- policies
 
-    async def apply_deduplication(self, namespace: str, enabled: bool) -> None:
-        """The namespace's deduplication policy changed: apply it to its loaded topics."""
-        for topic in list(self.topics.values()):
-            if topic.name.namespace_name != namespace or not isinstance(topic, Topic):
+    async def reapply_policies(
+        self, namespace: str | None = None, topic: TopicName | None = None
+    ) -> None:
+        """Policies changed (of ``namespace``, of ``topic`` and its
+        partitions, or of anything when both are None): the loaded topics
+        they touch apply them again, without reloading."""
+        for loaded in list(self.topics.values()):
+            name = loaded.name
+            if namespace is not None and name.namespace_name != namespace:
                 continue
-            if enabled and not topic.dedup.enabled:
-                await topic.enable_dedup()
-            elif not enabled:
-                topic.disable_dedup()
+            if topic is not None and name.partitioned_topic_name != topic:
+                continue
+            try:
+                await loaded.apply_policies(await self.namespaces.applied_to(name))
+            except Exception:
+                log.exception("applying the policies of %s failed", name)
 
     # ---------------------------------------------------------------- closing
 
@@ -217,6 +222,42 @@ class TopicRegistry:
                 log.exception("closing %s", topic.name)
             finally:
                 self.metrics.topic_closed(topic.name, set(topic.subscriptions))
+
+    async def delete_topic(self, topic: TopicBase, force: bool) -> None:
+        """Delete a topic served here: refused while producers or consumers
+        are connected unless ``force`` (they are closed). A persistent
+        topic's ledgers, cursors, deduplication snapshot and policy
+        overrides go with it; its clients' reconnection finds no topic
+        (or, where topics are created on first use, a new empty one)."""
+        connected = len(topic.producers) + sum(
+            len(sub.consumers) for sub in topic.subscriptions.values()
+        )
+        if connected and not force:
+            raise BrokerError(
+                f"{topic.name} has {connected} producer(s) and consumer(s) connected; "
+                "close them first or delete with --force",
+                common_pb2.PRECONDITION_FAILED,
+            )
+        cursors = list(topic.subscriptions)
+        await self._close([topic])
+        self.metrics.forget_topic(topic.name)
+        if not isinstance(topic, Topic):
+            return
+        name = topic.name
+        for cursor in cursors:
+            await self.metastore.delete(topic.ledger.cursor_key(cursor))
+        for key in (
+            metadata_paths.managed_ledger(name),
+            metadata_paths.dedup_snapshot(name),
+            metadata_paths.topic_policies(name),
+        ):
+            await self.metastore.delete(key)
+        for ledger_id in topic.ledger.ledger_ids:
+            try:
+                await self.ledgers.delete_ledger(ledger_id)
+            except Exception:
+                log.exception("deleting ledger %d of %s", ledger_id, name)
+        log.info("%s deleted", name)
 
     def topic_moved(self, topic: TopicBase, why: str) -> None:
         """Another broker took ``topic`` (its ledger was fenced under us):
@@ -255,6 +296,10 @@ class TopicRegistry:
                 await self.unload_bundle(bundle_key(namespace, half))
         return [h.name for h in halves]
 
+    async def close_namespace(self, namespace: str) -> None:
+        """The namespace was deleted: stop serving its topics here."""
+        await self._close([t for t in self.topics.values() if t.name.namespace_name == namespace])
+
     async def unload_all(self) -> None:
         """Graceful shutdown: hand every bundle back before stopping."""
         for key in list(self.ownership.owned):
@@ -273,20 +318,42 @@ class TopicRegistry:
         self.closing = True
         await self._close(list(self.topics.values()))
 
-    async def housekeeping_forever(self) -> None:
-        """Roll idle, fully consumed ledgers so trimming can delete them, and
-        let retention times run out."""
+    async def idle_rollover_forever(self) -> None:
+        """Roll idle, fully consumed ledgers so trimming can delete them."""
         idle = self.settings.managed_ledger_inactive_ledger_rollover_seconds
+        if idle <= 0:
+            return
         period = min(HOUSEKEEPING_MAX_S, max(HOUSEKEEPING_MIN_S, idle / 4))
         while True:
-            await asyncio.sleep(period if idle > 0 else HOUSEKEEPING_MAX_S)
+            await asyncio.sleep(period)  # a periodic check, not a synchronisation
             for topic in list(self.topics.values()):
-                if not isinstance(topic, Topic):
-                    continue
-                try:
-                    if idle > 0:
+                if isinstance(topic, Topic):
+                    try:
                         topic.ledger.idle_check()
-                    if topic.ledger.retention.time_s > 0:
+                    except Exception:
+                        log.exception("the idle check of %s failed", topic.name)
+
+    async def expiry_forever(self) -> None:
+        """Every message_expiry_check_interval_s, expire the messages of
+        topics with a message TTL (broker.expiry)."""
+        while True:
+            await asyncio.sleep(self.settings.message_expiry_check_interval_s)  # periodic check
+            for topic in list(self.topics.values()):
+                ttl = topic.policies.message_ttl_s
+                if ttl > 0 and isinstance(topic, Topic) and not topic.closing:
+                    try:
+                        await expire_topic(topic, ttl)
+                    except Exception:
+                        log.exception("message expiry of %s failed", topic.name)
+
+    async def retention_forever(self) -> None:
+        """Every retention_check_interval_s, delete what retention no longer
+        keeps (consumed ledgers whose retention time ran out)."""
+        while True:
+            await asyncio.sleep(self.settings.retention_check_interval_s)  # periodic check
+            for topic in list(self.topics.values()):
+                if isinstance(topic, Topic):
+                    try:
                         topic.ledger.maybe_trim()
-                except Exception:
-                    log.exception("housekeeping of %s failed", topic.name)
+                    except Exception:
+                        log.exception("the retention check of %s failed", topic.name)

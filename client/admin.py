@@ -35,6 +35,7 @@ from typing import Any
 
 import grpc
 
+from client._admin_policies import PolicyVerbs
 from client._connection import (
     LOOKUP_PROBE_S,
     MAX_LOOKUP_REDIRECTS,
@@ -80,15 +81,117 @@ def wait_connected(ch: grpc.Channel, address: str, timeout_s: float) -> None:
         ch.unsubscribe(on_change)
 
 
-class _Topics:
+class _Tenants:
     def __init__(self, admin: Admin) -> None:
         self._admin = admin
+
+    def get_tenants(self) -> list[str]:
+        return self._admin._op("tenants.list")  # type: ignore[no-any-return]
+
+    def get_tenant_info(self, tenant: str) -> dict[str, Any]:
+        """``{"adminRoles": [...], "allowedClusters": [...]}``."""
+        return self._admin._op("tenants.get", tenant=tenant)  # type: ignore[no-any-return]
+
+    def create_tenant(
+        self,
+        tenant: str,
+        admin_roles: list[str] | None = None,
+        allowed_clusters: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """A new tenant (allowed in this cluster unless ``allowed_clusters`` says)."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "tenants.create",
+            idempotent=False,
+            tenant=tenant,
+            admin_roles=admin_roles,
+            allowed_clusters=allowed_clusters,
+        )
+
+    def update_tenant(
+        self,
+        tenant: str,
+        admin_roles: list[str] | None = None,
+        allowed_clusters: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Change what is given; the rest stays."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "tenants.update",
+            tenant=tenant,
+            admin_roles=admin_roles,
+            allowed_clusters=allowed_clusters,
+        )
+
+    def delete_tenant(self, tenant: str, force: bool = False) -> dict[str, Any]:
+        """Refused while it has namespaces, unless ``force`` (which deletes them all)."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "tenants.delete", idempotent=False, tenant=tenant, force=force
+        )
+
+
+class _Topics(PolicyVerbs):
+    _level = "topic"
+
+    def __init__(self, admin: Admin) -> None:
+        super().__init__(admin)
+        self._admin: Admin = admin
 
     def stats(self, topic: str) -> dict[str, Any]:
         """msgRateIn/Out, msgThroughputIn/Out, storageSize, backlogSize,
         publishers, subscriptions{name: {msgBacklog, unackedMessages, type,
         consumers[...]}} and counters."""
-        return self._admin._json("TopicStats", broker_pb2.TopicStatsRequest(topic=topic))
+        return self._admin._op("topics.stats", topic=topic)  # type: ignore[no-any-return]
+
+    def delete(self, topic: str, force: bool = False) -> dict[str, Any]:
+        """Delete ``topic`` (a partitioned one: all its partitions); refused
+        while producers or consumers are connected unless ``force``."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.delete", idempotent=False, topic=topic, force=force
+        )
+
+    def unsubscribe(self, topic: str, subscription: str, force: bool = False) -> dict[str, Any]:
+        """Delete a subscription (refused while consumers are connected unless ``force``)."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.unsubscribe",
+            idempotent=False,
+            topic=topic,
+            subscription=subscription,
+            force=force,
+        )
+
+    def expire_messages(
+        self, topic: str, subscription: str, expire_time_s: float
+    ) -> dict[str, Any]:
+        """Acknowledge the messages of ``subscription`` published more than
+        ``expire_time_s`` seconds ago; ``{"expired": n}``."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.expire-messages",
+            topic=topic,
+            subscription=subscription,
+            expire_time_s=expire_time_s,
+        )
+
+    def expire_messages_all_subscriptions(self, topic: str, expire_time_s: float) -> dict[str, Any]:
+        """:meth:`expire_messages` on every subscription; ``{"expired": {sub: n}}``."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.expire-messages-all-subscriptions", topic=topic, expire_time_s=expire_time_s
+        )
+
+    def partitioned_stats(self, topic: str, per_partition: bool = False) -> dict[str, Any]:
+        """The stats of a partitioned topic, its partitions added up, with
+        ``metadata.partitions`` (and ``partitions``: each one's stats)."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.partitioned-stats", topic=topic, per_partition=per_partition
+        )
+
+    def last_message_id(self, topic: str) -> dict[str, Any]:
+        """``{"ledgerId", "entryId", "partitionIndex", "batchIndex"}`` of the last message."""
+        return self._admin._op("topics.last-message-id", topic=topic)  # type: ignore[no-any-return]
+
+    def clear_backlog(self, topic: str, subscription: str) -> dict[str, Any]:
+        """Acknowledge every message of ``subscription``."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.clear-backlog", topic=topic, subscription=subscription
+        )
 
     def create_partitioned_topic(self, topic: str, partitions: int) -> dict[str, Any]:
         """Create ``topic`` with ``partitions`` partitions (``<topic>-partition-i``)."""
@@ -192,9 +295,81 @@ class _Brokers:
         return self._admin._json("LeaderBroker", broker_pb2.LeaderBrokerRequest())
 
 
-class _Namespaces:
+class _Namespaces(PolicyVerbs):
+    _level = "namespace"
+
     def __init__(self, admin: Admin) -> None:
-        self._admin = admin
+        super().__init__(admin)
+        self._admin: Admin = admin
+
+    def get_namespaces(self, tenant: str) -> list[str]:
+        """The namespaces of ``tenant`` (``tenant/ns``)."""
+        return self._admin._op("namespaces.list", tenant=tenant)  # type: ignore[no-any-return]
+
+    def create_namespace(
+        self, namespace: str, bundles: int | None = None, clusters: list[str] | None = None
+    ) -> dict[str, Any]:
+        """A new namespace of an existing tenant (``bundles`` default:
+        the broker's default_number_of_namespace_bundles)."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "namespaces.create",
+            idempotent=False,
+            namespace=namespace,
+            bundles=bundles,
+            clusters=clusters,
+        )
+
+    def get_policies(self, namespace: str) -> dict[str, Any]:
+        """The whole Policies document (Pulsar's field names)."""
+        return self._admin._op("namespaces.policies", namespace=namespace)  # type: ignore[no-any-return]
+
+    def get_topics(self, namespace: str) -> list[str]:
+        """Every topic of ``namespace`` (partitions one by one)."""
+        return self._admin._op("namespaces.topics", namespace=namespace)  # type: ignore[no-any-return]
+
+    def delete_namespace(self, namespace: str, force: bool = False) -> dict[str, Any]:
+        """Refused while it has topics, unless ``force`` (which deletes them)."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "namespaces.delete", idempotent=False, namespace=namespace, force=force
+        )
+
+    def clear_backlog(self, namespace: str, subscription: str = "") -> dict[str, Any]:
+        """Clear ``subscription`` (or every subscription) on every topic."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "namespaces.clear-backlog", namespace=namespace, subscription=subscription
+        )
+
+    def unsubscribe(self, namespace: str, subscription: str) -> dict[str, Any]:
+        """Delete ``subscription`` from every topic that has it."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "namespaces.unsubscribe",
+            idempotent=False,
+            namespace=namespace,
+            subscription=subscription,
+        )
+
+    def set_auto_topic_creation(
+        self,
+        namespace: str,
+        enable: bool,
+        topic_type: str = "non-partitioned",
+        num_partitions: int = 1,
+    ) -> Any:
+        doc: dict[str, Any] = {"allowAutoTopicCreation": enable, "topicType": topic_type}
+        if topic_type == "partitioned":
+            doc["defaultNumPartitions"] = num_partitions
+        return self.set_policy(namespace, "auto-topic-creation", doc)
+
+    def set_auto_subscription_creation(self, namespace: str, enable: bool) -> Any:
+        return self.set_policy(
+            namespace, "auto-subscription-creation", {"allowAutoSubscriptionCreation": enable}
+        )
+
+    def set_subscription_expiration_time(self, namespace: str, minutes: int) -> Any:
+        return self.set_policy(namespace, "subscription-expiration-time", minutes)
+
+    def set_max_topics_per_namespace(self, namespace: str, n: int) -> Any:
+        return self.set_policy(namespace, "max-topics-per-namespace", n)
 
     def unload(self, namespace: str, bundle: str | None = None) -> dict[str, Any]:
         """Release ``bundle`` (or every bundle) of ``namespace`` from its owner."""
@@ -220,13 +395,6 @@ class _Namespaces:
             "NamespaceBundles", broker_pb2.NamespaceBundlesRequest(namespace=namespace)
         )
 
-    def set_deduplication(self, namespace: str, enabled: bool) -> dict[str, Any]:
-        """Turn broker-side deduplication on or off for every topic of ``namespace``."""
-        return self._admin._json(
-            "SetNamespaceDeduplication",
-            broker_pb2.SetNamespaceDeduplicationRequest(namespace=namespace, enabled=enabled),
-        )
-
 
 class Admin:
     def __init__(
@@ -239,6 +407,7 @@ class Admin:
         self._timeout_s = timeout_seconds
         self._channels: dict[str, grpc.Channel] = {}  # opened when first asked
         self._connected: set[str] = set()  # channels that connected and have not failed since
+        self.tenants = _Tenants(self)
         self.topics = _Topics(self)
         self.namespaces = _Namespaces(self)
         self.brokers = _Brokers(self)
@@ -257,7 +426,14 @@ class Admin:
             self._connected.add(address)
         return ch
 
-    def _json(self, method: str, request: Any, idempotent: bool = True) -> dict[str, Any]:
+    def _op(self, operation: str, idempotent: bool = True, **arguments: Any) -> Any:
+        """An operation of the broker's ``Call`` RPC (``group.verb``) with
+        JSON arguments (None ones left out: the broker's default applies)."""
+        args = {k: v for k, v in arguments.items() if v is not None}
+        request = broker_pb2.AdminCallRequest(operation=operation, arguments=json.dumps(args))
+        return self._json("Call", request, idempotent)
+
+    def _json(self, method: str, request: Any, idempotent: bool = True) -> Any:
         resp = self._call(broker_pb2_grpc.BrokerAdminStub, method, request, idempotent)
         if resp.error.code != 0:
             raise from_wire(resp.error)

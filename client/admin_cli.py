@@ -3,10 +3,12 @@ Pulsar's ``pulsar-admin`` (the server package has no admin commands).
 
     magnetar-admin [--service-url URL] <group> <verb> [ARGS] [FLAGS]
 
-Groups, verbs and flags mirror ``pulsar-admin``'s. Every verb is one call of
-:class:`client.admin.Admin` and prints its answer as JSON (sorted keys); an
-error the broker answers prints ``Error: <PulsarName>: <message>`` on stderr
-and exits 1. The brokers come from ``--service-url`` (or pulsar-admin's
+Groups, verbs and flags mirror ``pulsar-admin``'s (docs/admin.md lists them
+all); tenants, the namespace and topic lifecycle verbs and the policy verbs
+are in client/_cli_tenants.py, _cli_namespaces.py and _cli_policies.py.
+Every verb is one call of :class:`client.admin.Admin` and prints its answer
+as JSON (sorted keys; ``null`` for none); an error the broker answers prints
+``Error: <PulsarName>: <message>`` on stderr and exits 1. The brokers come from ``--service-url`` (or pulsar-admin's
 ``--admin-url``), else ``MAGNETAR_SERVICE_URL``, else
 ``magnetar://localhost:6650``; a URL listing several brokers is used whole:
 a call moves on to the next broker when one does not answer.
@@ -18,25 +20,18 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from client import stats_export
-from client.admin import Admin
+from client._cli_common import DEFAULT_SERVICE_URL
+from client._cli_common import admin_call as _admin_call
+from client._cli_namespaces import add_lifecycle_commands
+from client._cli_policies import add_policy_commands
+from client._cli_tenants import tenants
 from client.exceptions import MagnetarError
 from protos import stats_schema
-
-DEFAULT_SERVICE_URL = "magnetar://localhost:6650"
-
-
-def _admin_call(service_url: str, fn: Callable[[Admin], object]) -> None:
-    try:
-        with Admin(service_url) as a:
-            click.echo(json.dumps(fn(a), indent=2, sort_keys=True))
-    except MagnetarError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
 
 
 @click.group()
@@ -68,6 +63,12 @@ def namespaces() -> None:
 @main.group()
 def brokers() -> None:
     """Brokers."""
+
+
+# tenants; the lifecycle and policy verbs of namespaces and topics (docs/admin.md)
+main.add_command(tenants)
+add_lifecycle_commands(namespaces, topics)
+add_policy_commands(namespaces, topics)
 
 
 # ---------------------------------------------------------------- brokers
@@ -115,15 +116,6 @@ def namespaces_unload(service_url: str, namespace: str, bundle: str | None) -> N
 def namespaces_bundles(service_url: str, namespace: str) -> None:
     """Bundles of NAMESPACE (tenant/namespace) with their state and owner."""
     _admin_call(service_url, lambda a: a.namespaces.bundles(namespace))
-
-
-@namespaces.command("set-deduplication")
-@click.argument("namespace")
-@click.option("--enable/--disable", required=True, help="Deduplication on or off.")
-@click.pass_obj
-def namespaces_set_deduplication(service_url: str, namespace: str, enable: bool) -> None:
-    """Turn broker-side deduplication on or off for NAMESPACE (tenant/namespace)."""
-    _admin_call(service_url, lambda a: a.namespaces.set_deduplication(namespace, enable))
 
 
 # ---------------------------------------------------------------- topics

@@ -153,8 +153,25 @@ class Interrupted(MagnetarError):
     result = Result.Interrupted
 
 
+class AdminError(MagnetarError):
+    """What the admin API answers beyond the client's results (pulsar-admin's
+    HTTP statuses 404, 409 and 412); the base of the three below."""
+
+
+class NotFound(AdminError):
+    """The tenant, namespace, topic or subscription named does not exist."""
+
+
+class Conflict(AdminError):
+    """It already exists, or another administrator's change came first."""
+
+
+class PreconditionFailed(AdminError):
+    """It cannot be done now: not empty, or still in use."""
+
+
 BY_RESULT: dict[Result, type[MagnetarError]] = {
-    cls.result: cls for cls in MagnetarError.__subclasses__()
+    cls.result: cls for cls in MagnetarError.__subclasses__() if cls is not AdminError
 }
 
 _WIRE: dict[int, type[MagnetarError]] = {
@@ -177,6 +194,11 @@ _WIRE: dict[int, type[MagnetarError]] = {
     common_pb2.CORRUPTED_MESSAGE: InvalidMessage,
     common_pb2.TOO_MANY_REQUESTS: NotAllowedError,
     common_pb2.UNAUTHORIZED: AuthorizationError,
+    common_pb2.NOT_FOUND: NotFound,
+    common_pb2.CONFLICT: Conflict,
+    common_pb2.PRECONDITION_FAILED: PreconditionFailed,
+    common_pb2.PRODUCER_BLOCKED_QUOTA_EXCEEDED: ProducerBlockedQuotaExceededException,
+    common_pb2.TOPIC_TERMINATED: TopicTerminated,
 }
 
 

@@ -362,6 +362,16 @@ class Unsubscribed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class AdminCallRequest(_message.Message):
+    __slots__ = ("operation", "arguments", "forwarded")
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    operation: str
+    arguments: str
+    forwarded: bool
+    def __init__(self, operation: _Optional[str] = ..., arguments: _Optional[str] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
 class SplitBundleRequest(_message.Message):
     __slots__ = ("namespace", "bundle", "unload")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

@@ -335,6 +335,11 @@ class BrokerAdminStub:
                 request_serializer=protos_dot_broker__pb2.LeaderBrokerRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.Call = channel.unary_unary(
+                '/magnetar.BrokerAdmin/Call',
+                request_serializer=protos_dot_broker__pb2.AdminCallRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -414,6 +419,15 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Call(self, request, context):
+        """Every other admin operation (tenants, namespaces, policies, topics), by
+        name with JSON arguments (docs/admin.md lists them); a call about a
+        topic another broker owns is forwarded to it once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -465,6 +479,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
             'LeaderBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.LeaderBroker,
                     request_deserializer=protos_dot_broker__pb2.LeaderBrokerRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
+            ),
+            'Call': grpc.unary_unary_rpc_method_handler(
+                    servicer.Call,
+                    request_deserializer=protos_dot_broker__pb2.AdminCallRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -739,6 +758,33 @@ class BrokerAdmin:
             target,
             '/magnetar.BrokerAdmin/LeaderBroker',
             protos_dot_broker__pb2.LeaderBrokerRequest.SerializeToString,
+            protos_dot_broker__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Call(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.BrokerAdmin/Call',
+            protos_dot_broker__pb2.AdminCallRequest.SerializeToString,
             protos_dot_broker__pb2.JsonResponse.FromString,
             options,
             channel_credentials,

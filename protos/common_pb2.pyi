@@ -41,6 +41,11 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEDGER_FENCED: _ClassVar[ErrorCode]
     UNAUTHORIZED: _ClassVar[ErrorCode]
     BOOKIE_READ_ONLY: _ClassVar[ErrorCode]
+    NOT_FOUND: _ClassVar[ErrorCode]
+    CONFLICT: _ClassVar[ErrorCode]
+    PRECONDITION_FAILED: _ClassVar[ErrorCode]
+    PRODUCER_BLOCKED_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
+    TOPIC_TERMINATED: _ClassVar[ErrorCode]
 
 class CompressionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -81,6 +86,11 @@ DIGEST_MISMATCH: ErrorCode
 LEDGER_FENCED: ErrorCode
 UNAUTHORIZED: ErrorCode
 BOOKIE_READ_ONLY: ErrorCode
+NOT_FOUND: ErrorCode
+CONFLICT: ErrorCode
+PRECONDITION_FAILED: ErrorCode
+PRODUCER_BLOCKED_QUOTA_EXCEEDED: ErrorCode
+TOPIC_TERMINATED: ErrorCode
 NONE: CompressionType
 LZ4: CompressionType
 ZLIB: CompressionType

@@ -9,6 +9,7 @@ topics are :class:`~protos.topic_name.TopicName` values.
 
     /admin/tenants/{tenant}                                  tenant info
     /admin/policies/{tenant}/{ns}                            namespace policies
+    /admin/topic-policies/{tenant}/{ns}/{domain}/{topic}     a topic's policy overrides
     /admin/partitioned-topics/{tenant}/{ns}/{domain}/{topic} partition count
     /namespace/{tenant}/{ns}/{0xLOWER_0xUPPER}               bundle record
     /managed-ledgers/{tenant}/{ns}/{domain}/{topic}          a topic's ledger list
@@ -29,6 +30,7 @@ from protos.topic_name import TopicName
 
 TENANTS = "/admin/tenants"
 POLICIES = "/admin/policies"
+TOPIC_POLICIES = "/admin/topic-policies"
 PARTITIONED_TOPICS = "/admin/partitioned-topics"
 BUNDLES = "/namespace/"
 MANAGED_LEDGERS = "/managed-ledgers"
@@ -49,6 +51,20 @@ def tenant(name: str) -> str:
 def namespace_policies(namespace: str) -> str:
     """``namespace`` is ``tenant/ns``."""
     return f"{POLICIES}/{namespace}"
+
+
+def namespaces_of(tenant: str) -> str:
+    """The parent of a tenant's namespace policies (list its children)."""
+    return f"{POLICIES}/{tenant}"
+
+
+def topic_policies(name: TopicName) -> str:
+    return f"{TOPIC_POLICIES}/{name.persistence_path}"
+
+
+def topic_policies_of(namespace: str) -> str:
+    """The prefix of a namespace's topic policy overrides."""
+    return f"{TOPIC_POLICIES}/{namespace}/"
 
 
 def partitioned_topic(name: TopicName) -> str:

@@ -11,25 +11,84 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from click.testing import CliRunner
 
+from client import _cli_common
 from client.admin_cli import main as admin_main
+from client.exceptions import InvalidConfiguration
 from tests.harness import ROOT
+
+# pulsar-admin's policy verb stems (broker/policies.py, POLICY_FIELDS): a
+# topic may override the first ones, the last four are namespace-only.
+TOPIC_POLICIES = (
+    "retention",
+    "message-ttl",
+    "backlog-quota",
+    "dispatch-rate",
+    "subscription-dispatch-rate",
+    "publish-rate",
+    "subscribe-rate",
+    "deduplication",
+    "persistence",
+    "max-producers-per-topic",
+    "max-consumers-per-topic",
+    "max-consumers-per-subscription",
+    "max-subscriptions-per-topic",
+    "max-unacked-messages-per-consumer",
+    "max-unacked-messages-per-subscription",
+    "inactive-topic-policies",
+)
+NAMESPACE_POLICIES = (
+    *TOPIC_POLICIES,
+    "max-topics-per-namespace",
+    "auto-topic-creation",
+    "auto-subscription-creation",
+    "subscription-expiration-time",
+)
+
+
+def _policy_verbs(stems: tuple[str, ...]) -> set[str]:
+    """set-X, get-X, remove-X; pulsar-admin reads the quotas with get-backlog-quotas."""
+    verbs = {f"{verb}-{stem}" for stem in stems for verb in ("set", "get", "remove")}
+    return verbs - {"get-backlog-quota"} | {"get-backlog-quotas"}
+
 
 # pulsar-admin's groups and the verbs of each that Magnetar has.
 ADMIN_VERBS = {
     "brokers": {"list", "leader-broker"},
-    "namespaces": {"bundles", "set-deduplication", "split-bundle", "unload"},
-    "topics": {
-        "create-partitioned-topic",
-        "create-subscription",
-        "get-partitioned-topic-metadata",
-        "key-shared-lookup",
+    "namespaces": {
+        "bundles",
+        "clear-backlog",
+        "create",
+        "delete",
         "list",
-        "lookup",
-        "stats",
+        "policies",
+        "split-bundle",
+        "topics",
+        "unload",
+        "unsubscribe",
+        *_policy_verbs(NAMESPACE_POLICIES),
     },
     "stats": {"export"},  # the stats history (docs/stats-schema.md), beyond pulsar-admin
+    "tenants": {"create", "delete", "get", "list", "update"},
+    "topics": {
+        "clear-backlog",
+        "create-partitioned-topic",
+        "create-subscription",
+        "delete",
+        "expire-messages",
+        "expire-messages-all-subscriptions",
+        "get-partitioned-topic-metadata",
+        "key-shared-lookup",
+        "last-message-id",
+        "list",
+        "lookup",
+        "partitioned-stats",
+        "stats",
+        "unsubscribe",
+        *_policy_verbs(TOPIC_POLICIES),
+    },
 }
 # The servers, and `magnetar health` for probes (issue 19).
 SERVER_COMMANDS = {"bookie", "broker", "health", "local-cluster", "metastore", "standalone"}
@@ -48,9 +107,12 @@ def _help(module: str) -> str:
 
 
 def _commands(help_text: str) -> set[str]:
-    """The command names click lists under 'Commands:'."""
+    """The command names click lists under 'Commands:' (two spaces in; a
+    wrapped help text goes on deeper)."""
     listing = help_text.split("Commands:", 1)[1]
-    return {line.split()[0] for line in listing.splitlines() if line.strip()}
+    return {
+        line.split()[0] for line in listing.splitlines() if line[:2] == "  " and line[2:3].strip()
+    }
 
 
 def test_magnetar_admin_help_lists_the_groups():
@@ -94,3 +156,263 @@ def test_the_service_url_comes_from_the_environment():
 def test_key_shared_lookup_needs_exactly_one_of_key_and_hash():
     result = CliRunner().invoke(admin_main, ["topics", "key-shared-lookup", "t", "-s", "ks"])
     assert result.exit_code == 2 and "exactly one of --key and --hash" in result.output
+
+
+class _FakeAdmin:
+    """Stands for client.admin.Admin: records each call (``namespaces.set_retention``
+    with its arguments) and answers None, so the CLI prints null."""
+
+    def __init__(self, calls: list, path: str = "") -> None:
+        self._calls = calls
+        self._path = path
+
+    def __getattr__(self, name: str) -> _FakeAdmin:
+        return type(self)(self._calls, f"{self._path}.{name}".lstrip("."))
+
+    def __call__(self, *args, **kwargs) -> None:
+        self._calls.append((self._path, args, kwargs))
+
+    def __enter__(self) -> _FakeAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@pytest.fixture
+def admin_calls(monkeypatch) -> list:
+    calls: list = []
+    monkeypatch.setattr(_cli_common, "Admin", lambda url: _FakeAdmin(calls))
+    return calls
+
+
+G, M, K = 1024**3, 1024**2, 1024
+# (command line, the Admin call it makes): units converted, defaults filled in.
+CALLS = [
+    (
+        "namespaces set-retention t/ns -s 10G -t 3h",
+        "namespaces.set_retention",
+        ("t/ns", 180, 10240),
+    ),
+    (
+        "namespaces set-retention t/ns --size -1 --time -1",
+        "namespaces.set_retention",
+        ("t/ns", -1, -1),
+    ),
+    ("topics set-retention T -s 0 -t 0", "topics.set_retention", ("T", 0, 0)),
+    ("topics set-message-ttl T -ttl 1h", "topics.set_message_ttl", ("T", 3600)),
+    (
+        "namespaces set-message-ttl t/ns --messageTTL 3600",
+        "namespaces.set_message_ttl",
+        ("t/ns", 3600),
+    ),
+    (
+        "namespaces set-backlog-quota t/ns -l 2G -p producer_exception",
+        "namespaces.set_backlog_quota",
+        ("t/ns", 2 * G, -1, "producer_exception", "destination_storage"),
+    ),
+    (
+        "topics set-backlog-quota T -lt 10h -p consumer_backlog_eviction -t message_age",
+        "topics.set_backlog_quota",
+        ("T", -1, 36000, "consumer_backlog_eviction", "message_age"),
+    ),
+    (
+        "namespaces remove-backlog-quota t/ns -t message_age",
+        "namespaces.remove_backlog_quota",
+        ("t/ns", "message_age"),
+    ),
+    ("topics remove-backlog-quota T", "topics.remove_backlog_quota", ("T", "destination_storage")),
+    (
+        "namespaces get-backlog-quotas t/ns --applied",
+        "namespaces.get_policy",
+        ("t/ns", "backlog-quota", True),
+    ),
+    ("topics get-retention T", "topics.get_policy", ("T", "retention", False)),
+    (
+        "topics get-max-producers-per-topic T -ap",
+        "topics.get_policy",
+        ("T", "max-producers-per-topic", True),
+    ),
+    ("topics remove-message-ttl T", "topics.remove_policy", ("T", "message-ttl")),
+    (
+        "namespaces remove-auto-topic-creation t/ns",
+        "namespaces.remove_policy",
+        ("t/ns", "auto-topic-creation"),
+    ),
+    (
+        "namespaces set-dispatch-rate t/ns -md 100 -bd 1M",
+        "namespaces.set_dispatch_rate",
+        ("t/ns", 100, M, 1, False),
+    ),
+    (
+        "topics set-subscription-dispatch-rate T -md 5 -dt 2 -rp",
+        "topics.set_dispatch_rate",
+        ("T", 5, -1, 2, True),
+    ),
+    (
+        "namespaces set-publish-rate t/ns -m 10 -b 1K",
+        "namespaces.set_publish_rate",
+        ("t/ns", 10, K),
+    ),
+    ("topics set-subscribe-rate T -sr 3", "topics.set_subscribe_rate", ("T", 3, 30)),
+    (
+        "namespaces set-persistence t/ns -e 3 -w 2 -a 2",
+        "namespaces.set_persistence",
+        ("t/ns", 3, 2, 2, 0.0),
+    ),
+    ("namespaces set-deduplication t/ns --enable", "namespaces.set_deduplication", ("t/ns", True)),
+    ("namespaces set-deduplication t/ns -e", "namespaces.set_deduplication", ("t/ns", True)),
+    ("topics set-deduplication T --disable", "topics.set_deduplication", ("T", False)),
+    ("topics set-deduplication T -d", "topics.set_deduplication", ("T", False)),
+    (
+        "namespaces set-inactive-topic-policies t/ns -e -t 1h -m delete_when_subscriptions_caught_up",
+        "namespaces.set_inactive_topic_policies",
+        ("t/ns", True, 3600, "delete_when_subscriptions_caught_up"),
+    ),
+    (
+        "topics set-max-producers-per-topic T -p 5",
+        "topics.set_policy",
+        ("T", "max-producers-per-topic", 5),
+    ),
+    (
+        "namespaces set-max-topics-per-namespace t/ns -t 0",
+        "namespaces.set_policy",
+        ("t/ns", "max-topics-per-namespace", 0),
+    ),
+    (
+        "namespaces set-max-unacked-messages-per-subscription t/ns --max-unacked-messages-per-subscription 9",
+        "namespaces.set_policy",
+        ("t/ns", "max-unacked-messages-per-subscription", 9),
+    ),
+    (
+        "namespaces set-auto-topic-creation t/ns -e -t partitioned -n 4",
+        "namespaces.set_auto_topic_creation",
+        ("t/ns", True, "partitioned", 4),
+    ),
+    (
+        "namespaces set-auto-topic-creation t/ns --disable",
+        "namespaces.set_auto_topic_creation",
+        ("t/ns", False, "non-partitioned", 1),
+    ),
+    (
+        "namespaces set-auto-subscription-creation t/ns -d",
+        "namespaces.set_auto_subscription_creation",
+        ("t/ns", False),
+    ),
+    (
+        "namespaces set-subscription-expiration-time t/ns -t 1d",
+        "namespaces.set_subscription_expiration_time",
+        ("t/ns", 1440),
+    ),
+    (
+        "namespaces set-subscription-expiration-time t/ns -t 90",
+        "namespaces.set_subscription_expiration_time",
+        ("t/ns", 90),
+    ),
+    ("tenants list", "tenants.get_tenants", ()),
+    ("tenants get acme", "tenants.get_tenant_info", ("acme",)),
+    ("tenants create acme -r r1,r2 -c c1", "tenants.create_tenant", ("acme", ["r1", "r2"], ["c1"])),
+    ("tenants create acme", "tenants.create_tenant", ("acme", None, None)),
+    (
+        "tenants update acme --allowed-clusters c1,c2",
+        "tenants.update_tenant",
+        ("acme", None, ["c1", "c2"]),
+    ),
+    ("tenants delete acme -f", "tenants.delete_tenant", ("acme", True)),
+    ("namespaces list acme", "namespaces.get_namespaces", ("acme",)),
+    ("namespaces create acme/ns -b 8 -c c1", "namespaces.create_namespace", ("acme/ns", 8, ["c1"])),
+    ("namespaces create acme/ns", "namespaces.create_namespace", ("acme/ns", None, None)),
+    ("namespaces policies acme/ns", "namespaces.get_policies", ("acme/ns",)),
+    ("namespaces topics acme/ns", "namespaces.get_topics", ("acme/ns",)),
+    ("namespaces delete acme/ns --force", "namespaces.delete_namespace", ("acme/ns", True)),
+    ("namespaces clear-backlog acme/ns -force", "namespaces.clear_backlog", ("acme/ns", "")),
+    ("namespaces clear-backlog acme/ns -s sub", "namespaces.clear_backlog", ("acme/ns", "sub")),
+    ("namespaces unsubscribe acme/ns --sub sub", "namespaces.unsubscribe", ("acme/ns", "sub")),
+    ("topics delete T", "topics.delete", ("T", False)),
+    ("topics unsubscribe T -s sub -f", "topics.unsubscribe", ("T", "sub", True)),
+    ("topics clear-backlog T -s sub", "topics.clear_backlog", ("T", "sub")),
+]
+
+
+@pytest.mark.parametrize("line, method, args", CALLS)
+def test_each_verb_makes_its_admin_call(admin_calls, line, method, args):
+    result = CliRunner().invoke(admin_main, line.split())
+    assert result.exit_code == 0, result.output
+    assert result.output == "null\n"  # an answer of None
+    assert [(path, a) for path, a, _ in admin_calls] == [(method, args)]
+
+
+def test_the_subscription_dispatch_rate_is_asked_for_by_keyword(admin_calls):
+    for verb, subscription in (
+        ("set-dispatch-rate", False),
+        ("set-subscription-dispatch-rate", True),
+    ):
+        admin_calls.clear()
+        assert CliRunner().invoke(admin_main, ["topics", verb, "T"]).exit_code == 0
+        assert admin_calls == [
+            ("topics.set_dispatch_rate", ("T", -1, -1, 1, False), {"subscription": subscription})
+        ]
+
+
+# (command line, words of the usage error): exit 2, no call made.
+USAGE_ERRORS = [
+    ("namespaces set-retention t/ns -s 10X -t 3h", "'10X' is not a size"),
+    ("namespaces set-retention t/ns -s 10G -t 3y", "'3y' is not a time"),
+    (
+        "namespaces set-retention t/ns -s 10G -t 90",
+        "'90' (a bare number is seconds) is not a whole number of minutes",
+    ),
+    ("namespaces set-retention t/ns -s 1000 -t 1h", "is not a whole number of MB"),
+    ("namespaces set-retention t/ns -t 1h", "Missing option '--size'"),
+    ("topics set-message-ttl T -ttl 1hour", "'1hour' is not a time"),
+    ("topics set-backlog-quota T -l 2Q -p producer_exception", "'2Q' is not a size"),
+    ("topics set-backlog-quota T -p producer_exception", "needs --limit"),
+    ("topics set-backlog-quota T -l 1G -p producer_exception -t message_age", "needs --limitTime"),
+    ("topics set-backlog-quota T -l 1G -p drop_everything", "'drop_everything' is not one of"),
+    ("namespaces set-deduplication t/ns", "give --enable/-e or --disable/-d"),
+    ("namespaces set-auto-topic-creation t/ns", "give --enable/-e or --disable/-d"),
+    ("namespaces set-auto-topic-creation t/ns -e -t partitioned", "needs --num-partitions"),
+    (
+        "namespaces set-inactive-topic-policies t/ns -t 1h -m delete_when_no_subscriptions",
+        "give --enable-delete-while-inactive/-e",
+    ),
+    (
+        "namespaces set-inactive-topic-policies t/ns -e -t 5x -m delete_when_no_subscriptions",
+        "'5x' is not a time",
+    ),
+    ("topics set-max-consumers-per-topic T -c -1", "-1 is not in the range x>=0"),
+    ("namespaces set-persistence t/ns -e 0 -w 1 -a 1", "0 is not in the range x>=1"),
+    ("topics set-auto-topic-creation T -e", "No such command 'set-auto-topic-creation'"),
+    ("topics unsubscribe T", "Missing option '--subscription'"),
+]
+
+
+@pytest.mark.parametrize("line, words", USAGE_ERRORS)
+def test_bad_values_are_usage_errors(admin_calls, line, words):
+    result = CliRunner().invoke(admin_main, line.split())
+    assert result.exit_code == 2, result.output
+    assert words in result.output
+    assert admin_calls == []
+
+
+def test_every_get_verb_takes_applied():
+    runner = CliRunner()
+    for group in ("namespaces", "topics"):
+        for verb in sorted(v for v in ADMIN_VERBS[group] if v.startswith("get-")):
+            if verb == "get-partitioned-topic-metadata":
+                continue
+            result = runner.invoke(admin_main, [group, verb, "--help"])
+            assert result.exit_code == 0 and "--applied" in result.output, (group, verb)
+
+
+def test_a_broker_error_prints_its_name_and_exits_1(monkeypatch):
+    class Refusing(_FakeAdmin):
+        def __call__(self, *args, **kwargs) -> None:
+            raise InvalidConfiguration("retention of 60 minutes and 0 MB: both 0 or both non-zero")
+
+    monkeypatch.setattr(_cli_common, "Admin", lambda url: Refusing([]))
+    result = CliRunner().invoke(
+        admin_main, ["namespaces", "set-retention", "a/b", "-s", "0", "-t", "1h"]
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: InvalidConfiguration: retention of 60 minutes")

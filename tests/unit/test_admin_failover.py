@@ -40,6 +40,11 @@ class _Admin(broker_pb2_grpc.BrokerAdminServicer):
     ) -> broker_pb2.JsonResponse:
         return self._answer("CreatePartitionedTopic", context)
 
+    def Call(
+        self, request: broker_pb2.AdminCallRequest, context: grpc.ServicerContext
+    ) -> broker_pb2.JsonResponse:
+        return self._answer(request.operation, context)
+
 
 class _Broker(broker_pb2_grpc.BrokerServicer):
     def GetTopicsOfNamespace(
@@ -84,7 +89,7 @@ def test_a_dead_first_broker_is_passed_over(servers, first_listed_first):
     with Admin(f"magnetar://{dead},{address}") as admin:
         assert admin.topics.get_list("public/default") == ["persistent://public/default/t"]
         assert admin.topics.stats("t") == {"from": id(live)}
-        assert live.calls == ["TopicStats"]
+        assert live.calls == ["topics.stats"]
 
 
 def test_unavailable_moves_a_read_on_but_not_a_create(servers, first_listed_first):
@@ -98,7 +103,7 @@ def test_unavailable_moves_a_read_on_but_not_a_create(servers, first_listed_firs
             admin.topics.create_partitioned_topic("t", 4)
         assert "CreatePartitionedTopic" not in live.calls  # never sent twice
         assert admin.topics.create_partitioned_topic("t2", 4) == {"from": id(live)}
-    assert going.calls == ["TopicStats", "CreatePartitionedTopic"]
+    assert going.calls == ["topics.stats", "CreatePartitionedTopic"]
 
 
 def test_nobody_answering_names_every_broker():

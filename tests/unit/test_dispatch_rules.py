@@ -29,6 +29,7 @@ from broker.key_shared import KeyHashTracker, StickyRangeSelector
 from broker.metrics import TopicMetrics
 from broker.modes import SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
+from broker.policies import applied
 from broker.settings import BrokerSettings
 from broker.subscription import Subscription
 from protos.topic_name import TopicName
@@ -60,8 +61,10 @@ def _sub(
 ) -> Subscription:
     cursor = SimpleNamespace(rewind=lambda: None, is_acked=lambda pos: False)
     name = TopicName.parse(topic)
+    topic_settings = replace(BrokerSettings(), **settings)
     t = SimpleNamespace(
-        settings=replace(BrokerSettings(), **settings),
+        settings=topic_settings,
+        policies=applied(None, None, topic_settings),
         name=name,
         metrics=TopicMetrics(name, 60.0, "c", False),
         persistent=persistent,
@@ -292,6 +295,7 @@ def test_a_replaced_dispatcher_delivers_nothing_more(caplog: pytest.LogCaptureFi
         cursor.state = SimpleNamespace(batch_acked={})
         topic = SimpleNamespace(
             settings=BrokerSettings(),
+            policies=applied(None, None, BrokerSettings()),
             name=TopicName.parse("t"),
             metrics=TopicMetrics(TopicName.parse("t"), 60.0, "c", False),
             persistent=True,

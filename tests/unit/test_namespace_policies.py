@@ -13,18 +13,21 @@ from broker.errors import BrokerError
 from broker.ledger_rules import RetentionPolicy
 from broker.namespaces import (
     NamespacePolicies,
+    applied_policies,
     default_policies,
     parse_namespace,
     system_policies,
 )
+from broker.policies import Policies, applied
 from broker.settings import BrokerSettings
+from protos.topic_name import TopicName
 
 
 def test_policies_round_trip_with_pulsars_field_names():
     policies = NamespacePolicies(
         bundles=NamespaceBundles.equal(2).split(NamespaceBundles.equal(2).bundles[0]),
         replication_clusters=("c1",),
-        deduplication_enabled=True,
+        policies=Policies(deduplication_enabled=True),
     )
     doc = json.loads(policies.encode())
     assert doc == {
@@ -37,7 +40,7 @@ def test_policies_round_trip_with_pulsars_field_names():
     }
     again = NamespacePolicies.decode(policies.encode())
     assert again.bundles is not None and again.bundles.boundaries == policies.bundles.boundaries  # type: ignore[union-attr]
-    assert (again.replication_clusters, again.deduplication_enabled) == (("c1",), True)
+    assert (again.replication_clusters, again.policies) == (("c1",), policies.policies)
 
 
 def test_unset_policies_fall_back_to_the_broker_settings_when_used():
@@ -45,10 +48,11 @@ def test_unset_policies_fall_back_to_the_broker_settings_when_used():
         BrokerSettings(), default_number_of_namespace_bundles=8, broker_deduplication_enabled=True
     )
     bare = NamespacePolicies.decode(b"{}")
-    assert bare.bundles is None and bare.deduplication_enabled is None
+    assert bare.bundles is None and bare.policies == Policies()
     assert len(bare.bundles_or_default(settings.default_number_of_namespace_bundles).bundles) == 8
-    assert bare.deduplication(settings) is True
-    assert replace(bare, deduplication_enabled=False).deduplication(settings) is False
+    assert applied(None, bare.policies, settings).deduplication_enabled is True
+    off = bare.with_policy("deduplication_enabled", False)
+    assert applied(None, off.policies, settings).deduplication_enabled is False
     assert json.loads(bare.encode()) == {}  # unset stays unset
 
 
@@ -81,7 +85,7 @@ def test_writing_back_keeps_what_it_does_not_change():
     stays a count until the bundles change."""
     stored = b'{"bundles": 4, "replication_clusters": ["standalone"], "x-newer": {"a": 1}}'
     policies = NamespacePolicies.decode(stored)
-    deduped = json.loads(replace(policies, deduplication_enabled=True).encode())
+    deduped = json.loads(policies.with_policy("deduplication_enabled", True).encode())
     assert deduped == {
         "bundles": 4,
         "replication_clusters": ["standalone"],
@@ -96,15 +100,16 @@ def test_writing_back_keeps_what_it_does_not_change():
 
 def test_retention_policies_round_trip_in_minutes_and_mb():
     week = RetentionPolicy(7 * 86400.0, -1)
-    doc = json.loads(NamespacePolicies(retention=week).encode())
+    doc = json.loads(NamespacePolicies(policies=Policies(retention=week)).encode())
     assert doc == {"retention_policies": {"retentionTimeInMinutes": 10080, "retentionSizeInMB": -1}}
-    assert NamespacePolicies.decode(json.dumps(doc).encode()).retention == week
+    assert NamespacePolicies.decode(json.dumps(doc).encode()).policies.retention == week
     sized = {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": 2}}
-    back = NamespacePolicies.decode(json.dumps(sized).encode()).retention
+    back = NamespacePolicies.decode(json.dumps(sized).encode()).policies.retention
     assert back == RetentionPolicy(-1.0, 2 * 1024 * 1024)
 
 
 # (namespace, its retention policy, broker settings) -> the retention that applies
+# (a topic override, when set, wins over all of them: test_policies.py)
 RETENTION_PRECEDENCE = [
     ("public/default", None, {}, RetentionPolicy(0.0, 0)),  # Pulsar's default: none
     (
@@ -127,10 +132,12 @@ RETENTION_PRECEDENCE = [
 
 def test_retention_comes_from_the_namespace_else_the_broker_settings():
     for namespace, retention, settings, expected in RETENTION_PRECEDENCE:
-        got = NamespacePolicies(retention=retention).retention_of(
-            namespace,
+        got = applied_policies(
+            TopicName.parse(f"persistent://{namespace}/t"),
+            None,
+            Policies(retention=retention),
             BrokerSettings(**settings),  # type: ignore[arg-type]
-        )
+        ).retention
         assert got == expected, (namespace, retention, settings)
 
 
@@ -139,4 +146,4 @@ def test_the_system_namespace_has_one_bundle_and_no_retention_of_its_own():
     assert policies.bundles is not None
     assert policies.bundles.boundaries == NamespaceBundles.equal(1).boundaries
     assert policies.replication_clusters == ("c9",)
-    assert policies.retention is None  # the stats_retention_* settings apply
+    assert policies.policies.retention is None  # the stats_retention_* settings apply

@@ -1,0 +1,87 @@
+"""Policy changes reach the topics: every broker watches the policy records
+and its loaded topics apply what changed, without reloading.
+
+Theory of operation. One metastore watch covers ``/admin/`` (namespace
+policies and topic overrides). Whenever the watch (re)starts, every loaded
+topic applies its policies again, which covers any change made while there
+was no watch; after that each event re-applies the policies of the topics
+it touches: a namespace's record touches its loaded topics, a topic's
+override touches the topic and its partitions. A deleted namespace record
+closes the namespace's topics here and forgets its cached bundles. A topic
+loaded later reads its policies when it loads, so nothing is missed in
+between. A failing watch is opened again after a bounded backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.ownership import Ownership
+from broker.topics import TopicRegistry
+from metastore.client import MetastoreClient, WatchEvent
+from protos import metadata_paths
+from protos.topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+WATCH_PREFIX = "/admin/"
+RETRY_S_MIN = 0.1
+RETRY_S_MAX = 5.0
+
+
+def topic_of_override(key: str) -> TopicName | None:
+    """The topic of a ``/admin/topic-policies/t/ns/domain/topic`` key."""
+    parts = key.removeprefix(metadata_paths.TOPIC_POLICIES + "/").split("/", 3)
+    if len(parts) != 4:
+        return None
+    tenant, ns, domain, local = parts
+    try:
+        return TopicName.parse(f"{domain}://{tenant}/{ns}/{local}")
+    except ValueError:
+        return None
+
+
+class PolicyWatch:
+    def __init__(
+        self, metastore: MetastoreClient, topics: TopicRegistry, ownership: Ownership
+    ) -> None:
+        self.metastore = metastore
+        self.topics = topics
+        self.ownership = ownership
+        self.events = 0  # applied, for tests and logs
+
+    async def run_forever(self) -> None:
+        delay = RETRY_S_MIN
+        while True:
+            watch = self.metastore.watch(WATCH_PREFIX)
+            try:
+                await watch.started()
+                await self.topics.reapply_policies()
+                delay = RETRY_S_MIN
+                async for event in watch:
+                    await self.changed(event)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("the policy watch failed (%s); opening it again", exc)
+                await asyncio.sleep(delay)  # a retry backoff, bounded by RETRY_S_MAX
+                delay = min(delay * 2, RETRY_S_MAX)
+            finally:
+                await watch.close()
+
+    async def changed(self, event: WatchEvent) -> None:
+        key = event.key
+        if key.startswith(metadata_paths.POLICIES + "/"):
+            namespace = key.removeprefix(metadata_paths.POLICIES + "/")
+            if event.type == "DELETE":
+                self.ownership.forget_bundles(namespace)
+                await self.topics.close_namespace(namespace)
+            else:
+                await self.topics.reapply_policies(namespace=namespace)
+            self.events += 1
+        elif key.startswith(metadata_paths.TOPIC_POLICIES + "/"):
+            name = topic_of_override(key)
+            if name is not None:
+                await self.topics.reapply_policies(topic=name)
+                self.events += 1
