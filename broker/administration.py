@@ -28,7 +28,9 @@ from broker.ownership import NotOwnerError, Ownership, bundle_key
 from broker.policy_admin import PolicyAdministration
 from broker.stats import key_shared_lookup_of, sum_stats, topic_stats
 from broker.tenants import SYSTEM_TENANT, parse_tenant
+from broker.termination import terminate
 from broker.topic import Topic
+from broker.topic_admin import TopicAdministration
 from broker.topics import TopicRegistry
 from protos import common_pb2
 from protos.errors import MagnetarServerError
@@ -64,6 +66,7 @@ class Administration:
         self.ownership = ownership
         self.policies = PolicyAdministration(namespaces, ledgers or topics.ledgers)
         p = self.policies
+        cursors = TopicAdministration(topics)
         self.operations: dict[str, Operation] = {
             "tenants.list": p.tenants_list,
             "tenants.get": p.tenants_get,
@@ -84,8 +87,14 @@ class Administration:
             "topics.unsubscribe": self.topics_unsubscribe,
             "topics.clear-backlog": self.topics_clear_backlog,
             "topics.stats": self.topic_stats,
+            "topics.peek-messages": cursors.peek_messages,
+            "topics.skip": cursors.skip,
+            "topics.stats-internal": cursors.stats_internal,
+            "topics.reset-cursor": self.topics_reset_cursor,
+            "topics.reset-cursor-here": cursors.reset_cursor,
             "topics.partitioned-stats": self.topics_partitioned_stats,
             "topics.last-message-id": self.topics_last_message_id,
+            "topics.terminate": self.topics_terminate,
             "topics.expire-messages": self.topics_expire_messages,
             "topics.expire-messages-all-subscriptions": (
                 self.topics_expire_messages_all_subscriptions
@@ -171,6 +180,41 @@ class Administration:
         found = await self.topics.existing_topic(name)
         await self.topics.delete_topic(found, force)
         return {"deleted": name.full_name}
+
+    async def topics_reset_cursor(self, topic: str, subscription: str, **how: Any) -> Any:
+        """reset-cursor on the topic's owner; by time on a partitioned topic,
+        on every partition."""
+        name = TopicName.parse(topic)
+        partitions = await self.namespaces.partitions_of(name)
+        args = {"subscription": subscription, **how}
+        if not partitions:
+            return await self._each_topic("topics.reset-cursor-here", topic, args)
+        if how.get("message_id") is not None:
+            raise BrokerError(
+                f"{name} is partitioned: reset a partition to a message id", common_pb2.NOT_ALLOWED
+            )
+        return [
+            await self._each_topic("topics.reset-cursor-here", name.partition(i).full_name, args)
+            for i in range(partitions)
+        ]
+
+    async def topics_terminate(self, topic: str) -> dict[str, Any]:
+        """Seal a topic; the id of its last message (a partitioned topic:
+        every partition, by partition index)."""
+        name = TopicName.parse(topic)
+        partitions = await self.namespaces.partitions_of(name)
+        if partitions:
+            return {
+                str(i): await self._each_topic("topics.terminate", name.partition(i).full_name, {})
+                for i in range(partitions)
+            }
+        found = await self.topics.existing_topic(name)
+        if not isinstance(found, Topic):
+            raise BrokerError(
+                f"{name} is non-persistent: it cannot be terminated", common_pb2.NOT_ALLOWED
+            )
+        ledger_id, entry_id = await terminate(found)
+        return {"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": name.partition_index}
 
     async def topics_last_message_id(self, topic: str) -> dict[str, Any]:
         """The id of the last stored message (``entryId`` -1: nothing stored yet)."""

@@ -224,9 +224,10 @@ class _Session:
     async def _last_message_id(self, req: broker_pb2.ConsumerRequest) -> bool:
         ledger_id, entry_id = self.topic.last_position
         last = id_data(ledger_id if entry_id >= 0 else -1, entry_id)
-        self._answer(
-            broker_pb2.ConsumerResponse(last_message_id=broker_pb2.LastMessageId(message_id=last))
+        answer = broker_pb2.LastMessageId(
+            message_id=last, terminated=self.topic.terminated_at is not None
         )
+        self._answer(broker_pb2.ConsumerResponse(last_message_id=answer))
         return True
 
     async def _redeliver(self, req: broker_pb2.ConsumerRequest) -> bool:

@@ -39,6 +39,7 @@ from typing import Protocol
 
 from sortedcontainers import SortedSet
 
+from broker import rate_limits
 from broker.consumer import Consumer, Deliveries
 from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.dispatch_rules import (
@@ -53,6 +54,7 @@ from broker.key_shared import slot_of, sticky_key
 from broker.managed_cursor import ManagedCursor
 from broker.managed_ledger import ManagedLedger
 from broker.pending_acks import PendingAcks
+from broker.rate_limits import Throttle
 from broker.settings import BrokerSettings
 from protos.entry import CorruptedEntryError, num_messages, parse_metadata
 
@@ -94,6 +96,7 @@ class DispatchContext(Protocol):
     pending: PendingAcks[Consumer]
     settings: BrokerSettings
     batch_index_acks: bool
+    throttles: tuple[Throttle, ...]  # dispatch rates in force (broker.rate_limits)
 
     @property
     def label(self) -> str:
@@ -114,8 +117,9 @@ class DispatchContext(Protocol):
 class Dispatcher:
     def __init__(self, sub: DispatchContext, max_entries: int, max_bytes: int) -> None:
         self.sub = sub
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._throttle_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
         self._again = False
         self._epoch = 0  # moved on by a seek, rewind or retire: a read in flight is stale
@@ -140,11 +144,55 @@ class Dispatcher:
         self.retired = True
         self._epoch += 1
         self._reset_delayed()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
+
+    # A dispatch rate in force caps each read at what the rate lets go now
+    # (at least one entry), and a dispatch waits while the rate allows nothing.
+
+    @property
+    def max_entries(self) -> int:
+        if not self.sub.throttles:
+            return self._max_entries
+        msgs, _ = rate_limits.allowance(self.sub.throttles, time.monotonic())
+        return max(1, min(self._max_entries, msgs))
+
+    @property
+    def max_bytes(self) -> int:
+        if not self.sub.throttles:
+            return self._max_bytes
+        _, nbytes = rate_limits.allowance(self.sub.throttles, time.monotonic())
+        return max(1, min(self._max_bytes, nbytes))
+
+    def _throttled(self) -> bool:
+        """True (and a wake-up armed) while a dispatch rate allows nothing."""
+        if not self.sub.throttles:
+            return False
+        wait = rate_limits.wait_s(self.sub.throttles, time.monotonic())
+        if wait <= 0:
+            return False
+        if self._throttle_timer is None:
+            self._throttle_timer = asyncio.get_running_loop().call_later(wait, self._throttle_due)
+        return True
+
+    def throttles_changed(self) -> None:
+        """The rates changed: a wake-up armed under the old ones no longer holds."""
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
+        self.trigger()
+
+    def _throttle_due(self) -> None:
+        self._throttle_timer = None
+        self.trigger()
 
     async def _run(self) -> None:
         try:
             while not self.retired:
                 self._again = False
+                if self._throttled():
+                    return
                 progressed = await self._dispatch_once()
                 if not progressed and not self._again:
                     return

@@ -64,6 +64,7 @@ class TopicMetrics:
         "namespace",
         "namespace_label_str",
         "publish_latency_ms",
+        "publish_throttled",
         "reads",
         "subscriptions",
         "window_s",
@@ -88,6 +89,7 @@ class TopicMetrics:
         self.writes = Meter(window_s)  # entries and bytes stored
         self.reads = Meter(window_s)  # entries and bytes read back
         self.add_errors = 0  # entry adds that failed, ever
+        self.publish_throttled = 0  # publishes the publish rate made wait, ever
         self._add_errors_at_roll = 0
         self.add_errors_shown = 0  # ... in the last complete stats interval
         self.write_latency = StatsBuckets(WRITE_LATENCY_BOUNDS_MS)

@@ -79,6 +79,18 @@ TOPIC_COLUMNS: list[Column] = [
     Column("pulsar_storage_logical_size", "Bytes stored, one copy"),
     Column("pulsar_storage_backlog_size", "Estimated bytes of the largest subscription backlog"),
     Column("pulsar_storage_offloaded_size", "Bytes offloaded to tiered storage (none)"),
+    Column(
+        "pulsar_storage_backlog_quota_limit",
+        "The destination_storage backlog quota in bytes (-1: none)",
+    ),
+    Column(
+        "pulsar_storage_backlog_quota_limit_time",
+        "The message_age backlog quota in seconds (-1: none)",
+    ),
+    Column(
+        "pulsar_publish_rate_limit_times",
+        "Publishes the publish rate made wait (grows; survives reloads)",
+    ),
     Column("pulsar_storage_write_rate", "Entries stored per second", real=True),
     Column("pulsar_storage_read_rate", "Entries read back per second", real=True),
     Column(
@@ -136,6 +148,9 @@ def topic_values(f: TopicFigures) -> list[float]:
         f.storage,
         f.backlog_bytes,
         0,
+        f.quota_limit_bytes,
+        f.quota_limit_s,
+        f.publish_throttled,
         f.write_rate,
         f.read_rate,
         f.backlog_messages,

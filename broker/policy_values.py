@@ -221,10 +221,19 @@ def read_dispatch_rate(value: Any) -> DispatchRate:
         msgs=read_int(doc, "dispatchThrottlingRateInMsg", "dispatch rate", -1, -1),
         bytes=read_int(doc, "dispatchThrottlingRateInByte", "dispatch rate", -1, -1),
         period_s=read_int(doc, "ratePeriodInSecond", "dispatch rate", 1, 1),
-        relative_to_publish_rate=read_bool(
-            doc.get("relativeToPublishRate", False), "dispatch rate"
+        relative_to_publish_rate=_not_supported(
+            read_bool(doc.get("relativeToPublishRate", False), "dispatch rate"),
+            False,
+            "dispatch rate: relativeToPublishRate (a rate relative to the publish rate)",
         ),
     )
+
+
+def _not_supported(value: Any, default: Any, what: str) -> Any:
+    """A Pulsar option Magnetar does not have: refused rather than ignored."""
+    if value != default:
+        raise invalid(f"{what} is not supported by Magnetar; leave it at {default!r}")
+    return value
 
 
 def write_dispatch_rate(r: DispatchRate) -> dict[str, Any]:
@@ -272,6 +281,12 @@ def read_persistence(value: Any) -> Persistence:
     rate = doc.get("managedLedgerMaxMarkDeleteRate", 0.0)
     if isinstance(rate, bool) or not isinstance(rate, int | float) or rate < 0:
         raise invalid(f"persistence: managedLedgerMaxMarkDeleteRate = {rate!r} is not >= 0")
+    _not_supported(
+        float(rate),
+        0.0,
+        "persistence: managedLedgerMaxMarkDeleteRate (cursor writes are limited by the "
+        "broker setting managed_ledger_cursor_persist_interval_ms instead)",
+    )
     return Persistence(e, qw, qa, float(rate))
 
 

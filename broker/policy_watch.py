@@ -7,7 +7,9 @@ topic applies its policies again, which covers any change made while there
 was no watch; after that each event re-applies the policies of the topics
 it touches: a namespace's record touches its loaded topics, a topic's
 override touches the topic and its partitions. A deleted namespace record
-closes the namespace's topics here and forgets its cached bundles. A topic
+closes the namespace's topics here; any change of a namespace record makes
+the broker read its bundle boundaries again (their cache carries the
+record's version, which guards bundle acquisition against splits). A topic
 loaded later reads its policies when it loads, so nothing is missed in
 between. A failing watch is opened again after a bounded backoff.
 """
@@ -74,8 +76,10 @@ class PolicyWatch:
         key = event.key
         if key.startswith(metadata_paths.POLICIES + "/"):
             namespace = key.removeprefix(metadata_paths.POLICIES + "/")
+            # The cached boundaries carry the record's version, which
+            # guards bundle acquisition against splits: read them again.
+            self.ownership.forget_bundles(namespace)
             if event.type == "DELETE":
-                self.ownership.forget_bundles(namespace)
                 await self.topics.close_namespace(namespace)
             else:
                 await self.topics.reapply_policies(namespace=namespace)

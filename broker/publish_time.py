@@ -21,12 +21,12 @@ async def find_by_publish_time(ledger: ManagedLedger, publish_time_ms: int) -> P
         hi = ledger.last_entry_of(ledger_id)
         if hi < 0:
             continue
-        if await _publish_time(ledger, (ledger_id, hi)) < publish_time_ms:
+        if await publish_time_at(ledger, (ledger_id, hi)) < publish_time_ms:
             continue  # the whole ledger is older
         lo, top = 0, hi
         while lo < top:  # first entry of this ledger with time >= t
             mid = (lo + top) // 2
-            if await _publish_time(ledger, (ledger_id, mid)) >= publish_time_ms:
+            if await publish_time_at(ledger, (ledger_id, mid)) >= publish_time_ms:
                 top = mid
             else:
                 lo = mid + 1
@@ -34,7 +34,7 @@ async def find_by_publish_time(ledger: ManagedLedger, publish_time_ms: int) -> P
     return end
 
 
-async def _publish_time(ledger: ManagedLedger, pos: Position) -> int:
+async def publish_time_at(ledger: ManagedLedger, pos: Position) -> int:
     got = await ledger.read_entries(pos, 1, 64 * 1024 * 1024)
     if not got:
         return 0

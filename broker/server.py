@@ -15,6 +15,7 @@ from grpc_health.v1.health import HealthServicer
 from bookie.ledger_client import LedgerClient, LedgerClientSettings
 from broker.admin_service import BrokerAdminService
 from broker.administration import Administration
+from broker.housekeeping import Housekeeping
 from broker.load_manager import LoadManager
 from broker.metrics import BrokerMetrics
 from broker.metrics_export import MetricsExporter
@@ -171,9 +172,7 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         settings, core.topics, core.ownership, core.load_manager, core.ledgers, stats_producer.send
     )
     background = [
-        asyncio.create_task(core.topics.idle_rollover_forever()),
-        asyncio.create_task(core.topics.retention_forever()),
-        asyncio.create_task(core.topics.expiry_forever()),
+        *(asyncio.create_task(check) for check in Housekeeping(core.topics).tasks()),
         asyncio.create_task(PolicyWatch(core.metastore, core.topics, core.ownership).run_forever()),
         asyncio.create_task(core.load_manager.run_forever()),
         asyncio.create_task(exporter.roll_forever()),

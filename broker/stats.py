@@ -22,6 +22,7 @@ from broker.key_shared import SLOT_MAX, slot_of
 from broker.key_shared_dispatcher import KeySharedDispatcher
 from broker.meter import Shown
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
+from broker.policy_values import BacklogQuotaType
 from broker.subscription import Subscription
 from broker.topic import Topic, TopicBase
 from protos import common_pb2
@@ -151,6 +152,9 @@ class TopicFigures:
     write_quorum: int
     backlog_messages: int  # summed over subscriptions
     backlog_bytes: int  # the largest subscription backlog, estimated in bytes
+    quota_limit_bytes: int  # the destination_storage backlog quota (-1: none)
+    quota_limit_s: int  # the message_age backlog quota (-1: none)
+    publish_throttled: int  # publishes the publish rate made wait
     average_entry_bytes: float  # of what is stored
     delayed: int
     write_rate: float  # entries/s stored
@@ -162,6 +166,17 @@ class TopicFigures:
     entry_size: Shown
     add_errors: int
     subscriptions: dict[str, SubscriptionFigures] = field(default_factory=dict)
+
+
+def _quota_limit(topic: TopicBase, kind: BacklogQuotaType) -> int:
+    quota = topic.policies.backlog_quota(kind)
+    if quota is None:
+        return -1
+    return (
+        quota.limit_size_bytes
+        if kind is BacklogQuotaType.DESTINATION_STORAGE
+        else quota.limit_time_s
+    )
 
 
 def topic_figures(topic: TopicBase) -> TopicFigures:
@@ -194,6 +209,9 @@ def topic_figures(topic: TopicBase) -> TopicFigures:
         write_quorum=topic.ledger.quorums[1] if isinstance(topic, Topic) else 0,
         backlog_messages=backlog,
         backlog_bytes=int(widest * average),
+        quota_limit_bytes=_quota_limit(topic, BacklogQuotaType.DESTINATION_STORAGE),
+        quota_limit_s=_quota_limit(topic, BacklogQuotaType.MESSAGE_AGE),
+        publish_throttled=m.publish_throttled,
         average_entry_bytes=average,
         delayed=delayed,
         write_rate=write_rate,
@@ -381,6 +399,8 @@ def topic_stats(topic: TopicBase) -> dict[str, Any]:
         "averageMsgSize": f.throughput_in / f.rate_in if f.rate_in else 0.0,
         "storageSize": f.storage,
         "backlogSize": f.backlog_bytes,
+        "backlogQuotaLimitSize": f.quota_limit_bytes,
+        "backlogQuotaLimitTime": f.quota_limit_s,
         "publishers": _publisher_stats(topic),
         "subscriptions": {
             name: _subscription_stats(sub, f.subscriptions[name])

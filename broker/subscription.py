@@ -15,9 +15,11 @@ rule: there is no order to acknowledge up to).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker import rate_limits
 from broker.consumer import Consumer, Sink
 from broker.dispatch_rules import active_consumer
 from broker.dispatcher import Dispatcher, SharedDispatcher, SingleActiveConsumerDispatcher
@@ -38,6 +40,8 @@ from broker.modes import KeySharedMode, SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.pending_acks import PendingAcks
 from broker.policies import AppliedPolicies
+from broker.policy_values import DispatchRate
+from broker.rate_limits import Throttle, TopicRates
 from broker.settings import BrokerSettings
 from protos import common_pb2
 from protos.topic_name import TopicName
@@ -63,10 +67,13 @@ class TopicView(Protocol):
     persistent: bool
     metrics: TopicMetrics
     policies: AppliedPolicies
+    rates: TopicRates  # the topic's dispatch rate is for all its subscriptions together
 
     def count_out(self, messages: int, size: int) -> None: ...
 
     def subscription_idle(self, sub: Subscription) -> None: ...
+
+    def on_acked(self) -> None: ...
 
 
 class Subscription:
@@ -87,6 +94,9 @@ class Subscription:
         # (stats "type": null) when no consumer has come since it loaded.
         self.type_known = False
         self.last_expire_ms = 0  # when expiry last acknowledged something
+        # Monotonic time of the last consumer joining or leaving, or ack
+        # (subscription expiration counts from it).
+        self.last_active_s = time.monotonic()
         self.cursor = cursor
         self._ledger = ledger
         self.settings = topic.settings
@@ -99,6 +109,11 @@ class Subscription:
         self.batch_index_acks = (
             topic.persistent and self.settings.acknowledgment_at_batch_index_level_enabled
         )
+        # Dispatch rates in force: the topic's and this subscription's own.
+        self.own_throttle: Throttle | None = None
+        self._own_rate: DispatchRate | None = None
+        self.throttles: tuple[Throttle, ...] = ()
+        self._set_throttles(topic.policies, first=True)
         self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
         self.metrics = topic.metrics.subscription(name)
 
@@ -121,10 +136,30 @@ class Subscription:
         the old ones may go on at once."""
         self.pending.max_per_consumer = policies.max_unacked_messages_per_consumer
         self.pending.max_per_subscription = policies.max_unacked_messages_per_subscription
+        self._set_throttles(policies)
         self.dispatcher.trigger()
+
+    def _set_throttles(self, policies: AppliedPolicies, first: bool = False) -> None:
+        """A changed subscription dispatch rate starts a new bucket; an
+        unchanged one keeps its tokens."""
+        rate = policies.subscription_dispatch_rate
+        if first or rate != self._own_rate:
+            self._own_rate = rate
+            self.own_throttle = (
+                None
+                if rate.unlimited or not self.topic.persistent
+                else Throttle(rate.msgs, rate.bytes, rate.period_s, time.monotonic())
+            )
+        found = (self.topic.rates.dispatch, self.own_throttle)
+        throttles = tuple(t for t in found if t is not None)
+        if throttles != self.throttles and not first:
+            self.dispatcher.throttles_changed()  # a wait armed under the old rates ends
+        self.throttles = throttles
 
     def count_out(self, messages: int, size: int, redelivered: int) -> None:
         """Messages went out to a consumer, ``redelivered`` of them again."""
+        if self.throttles:
+            rate_limits.take(self.throttles, messages, size, time.monotonic())
         self.topic.count_out(messages, size)
         self.metrics.out.add(messages, size)
         if redelivered:
@@ -197,6 +232,7 @@ class Subscription:
             self.cursor.rewind()
         self.consumers.append(consumer)
         self.type_known = True
+        self.last_active_s = time.monotonic()
         self.pending.add_consumer(consumer)
         self.dispatcher.consumer_added(consumer)
         return consumer
@@ -239,6 +275,7 @@ class Subscription:
             return
         consumer.detach()
         self.consumers.remove(consumer)
+        self.last_active_s = time.monotonic()
         released = self.pending.remove_consumer(consumer, self.cursor.is_acked)
         self.dispatcher.consumer_removed(consumer, released)
         if not self.consumers:
@@ -262,6 +299,7 @@ class Subscription:
                 common_pb2.NOT_ALLOWED,
             )
         self.cursor.ack(positions, cumulative)
+        self.last_active_s = time.monotonic()
         unblock = False
         messages = 0
         for holder, done in self.pending.acked(positions, cumulative, consumer):
@@ -272,6 +310,7 @@ class Subscription:
             self.metrics.acked.add(messages, 0)
         if unblock or self.pending.subscription_blocked:
             self.dispatcher.trigger()
+        self.topic.on_acked()
 
     def ack_batch_indexes(
         self, acks: list[tuple[Position, int, list[int]]], consumer: Consumer
@@ -294,6 +333,7 @@ class Subscription:
         for holder, done in self.pending.acked([up_to], True, None):
             self.dispatcher.acked(holder, done)
         self.dispatcher.trigger()
+        self.topic.on_acked()
 
     # ------------------------------------------------------------ redelivery
 
@@ -303,6 +343,7 @@ class Subscription:
         self.dispatcher.reset()
         self.cursor.reset(mark_delete)
         self.dispatcher.trigger()
+        self.topic.on_acked()
 
     def redeliver_unacked(
         self, consumer: Consumer, positions: list[Position] | None = None

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+import time
+from collections.abc import Coroutine
 from typing import Any
 
 from broker.consumer import Consumer, Sink
@@ -31,7 +30,9 @@ from broker.meter import Meter
 from broker.metrics import TopicMetrics
 from broker.modes import ProducerAccessMode, SubscriptionType
 from broker.policies import AppliedPolicies, applied
+from broker.producer import Producer, PublishGate, unique_producer_ids
 from broker.publish_time import find_by_publish_time
+from broker.rate_limits import TopicRates
 from broker.settings import BrokerSettings
 from broker.subscription import KeySharedPolicy, Subscription
 from metastore.client import MetastoreClient
@@ -43,22 +44,6 @@ log = logging.getLogger(__name__)
 
 Position = tuple[int, int]
 MAX_INT64 = (1 << 63) - 1  # MessageId.latest's ledger id
-
-_producer_ids = itertools.count(1)
-
-
-@dataclass(eq=False)
-class Producer:
-    name: str
-    access_mode: ProducerAccessMode = ProducerAccessMode.SHARED
-    id: int = field(default_factory=lambda: next(_producer_ids))
-    last_sequence_id: int = -1
-    # Called when a newer ExclusiveWithFencing producer takes the topic.
-    on_fenced: Callable[[], None] | None = None
-    # Called when the topic closes here (unload, shutdown): the front-end ends
-    # the producer with a retryable error after the sends already taken.
-    on_topic_closed: Callable[[], None] | None = None
-    meter: Meter = field(default_factory=Meter)
 
 
 class TopicBase:
@@ -83,6 +68,19 @@ class TopicBase:
         # What the topic applies (broker.policies); the registry sets it at
         # load and again whenever a policy changes.
         self.policies: AppliedPolicies = applied(None, None, settings)
+        self.gate: PublishGate | None = None  # set for a persistent topic
+        # Rates in force (broker.rate_limits), rebuilt when their policy changes.
+        self.rates = TopicRates(self.persistent)
+        self.rates.update(None, self.policies, time.monotonic())
+        # Monotonic time of the last publish, producer or subscribe (the
+        # inactive topic check counts from it).
+        self.last_active_s = time.monotonic()
+        # The last position of a terminated topic (topics terminate): it
+        # takes no more messages.
+        self.terminated_at: Position | None = None
+        # The newest store (stores complete in order): what a terminate waits for.
+        self.last_store: asyncio.Future | None = None
+        self.termination: asyncio.Future | None = None  # a terminate running or done
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self.closing = False
@@ -123,9 +121,17 @@ class TopicBase:
     async def apply_policies(self, policies: AppliedPolicies) -> None:
         """Take new policies: limits apply to the next check, the unacked
         limits to every subscription at once."""
+        self.rates.update(self.policies, policies, time.monotonic())
         self.policies = policies
         for sub in self.subscriptions.values():
             sub.apply_policies(policies)
+        if self.gate is not None:
+            self.gate.judge()
+
+    def on_acked(self) -> None:
+        """A subscription acknowledged something."""
+        if self.gate is not None:
+            self.gate.on_acked()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -140,8 +146,17 @@ class TopicBase:
         """Store one entry of ``producer`` (first sequence id ``sequence_id``,
         ``messages`` messages): a future of its position, (-1, -1) for a
         duplicate. BrokerError when it is refused or still in flight."""
+        self.last_active_s = time.monotonic()
+        if self.gate is not None and self.policies.backlog_quotas:
+            await self.gate.admit()  # refused or held while over a backlog quota
+        if self.rates.publish is not None:
+            await self._throttle_publish(messages, len(entry))
         if not self.has_room():
             await self.wait_for_room()  # after any ledger switch the dedup state must see
+        # After every wait and with none before the store: a terminate that
+        # began meanwhile refuses this entry (broker.termination).
+        if self.terminated_at is not None:
+            raise self._terminated_error()
         admission = admit(
             entry, producer.name, sequence_id, messages, self.dedup, self.settings.max_message_size
         )
@@ -155,11 +170,28 @@ class TopicBase:
         if tracked is not None:
             self.dedup.pushed_to(producer.name, tracked)
         producer.last_sequence_id = max(producer.last_sequence_id, admission.highest)
-        return self._store(
+        self.last_store = self._store(
             entry,
             messages,
             functools.partial(self._stored, producer, messages, len(entry), tracked),
         )
+        return self.last_store
+
+    def _terminated_error(self) -> BrokerError:
+        return BrokerError(
+            f"{self.name} was terminated: it takes no more messages", common_pb2.TOPIC_TERMINATED
+        )
+
+    async def _throttle_publish(self, messages: int, size: int) -> None:
+        """The publish rate: a producer over it waits (its later sends wait
+        behind it, so order holds), as Pulsar pauses reading its connection."""
+        throttle = self.rates.publish
+        assert throttle is not None
+        wait = throttle.wait_s(time.monotonic())
+        if wait > 0:
+            self.metrics.publish_throttled += 1
+            await asyncio.sleep(wait)  # the rate limit itself, not a synchronisation
+        throttle.take(messages, size, time.monotonic())
 
     def _stored(
         self,
@@ -229,6 +261,15 @@ class TopicBase:
         mark_delete: Position | None = None,
         key_shared: KeySharedPolicy | None = None,
     ) -> tuple[Subscription, Consumer]:
+        limiter = self.rates.subscribe
+        if limiter is not None and not limiter.admit(consumer_name, time.monotonic()):
+            rate = self.policies.subscribe_rate
+            raise BrokerError(
+                f"consumer {consumer_name!r} subscribed to {self.name} more than "
+                f"{rate.per_consumer} times in {rate.period_s} s (subscribe rate)",
+                common_pb2.TOO_MANY_REQUESTS,
+            )
+        self.last_active_s = time.monotonic()
         async with self._sub_lock:
             self._check_room_for_consumer()
             sub = self.subscriptions.get(sub_name)
@@ -272,6 +313,7 @@ class TopicBase:
                 self.metrics.forget_subscription(sub.name)
             sub.remove_consumer(consumer)
             await sub.cursor.delete()
+        self.on_acked()  # a backlog went with it
 
     async def delete_subscription(self, sub: Subscription, force: bool) -> None:
         """Delete ``sub`` (admin): refused while consumers are connected,
@@ -290,6 +332,7 @@ class TopicBase:
                 consumer.close()
                 sub.remove_consumer(consumer)
             await sub.cursor.delete()
+        self.on_acked()  # a backlog went with it
 
     def _check_room_for_subscription(self) -> None:
         limit = self.policies.max_subscriptions_per_topic
@@ -312,6 +355,8 @@ class TopicBase:
 
     def _close_consumers(self) -> None:
         self.closing = True
+        if self.gate is not None:
+            self.gate.release()
         for producer in list(self.producers.values()):
             if producer.on_topic_closed is not None:
                 producer.on_topic_closed()
@@ -352,6 +397,7 @@ class TopicBase:
         name = requested_name or self._unique_producer_name(broker_name)
         producer = Producer(name, access_mode, meter=Meter(self.metrics.window_s))
         self.producers[name] = producer
+        self.last_active_s = time.monotonic()
         return producer
 
     def _fence_producers(self) -> None:
@@ -368,6 +414,10 @@ class TopicBase:
                 f"{self.name} has an exclusive producer ({holder.name}); no other may connect",
                 common_pb2.PRODUCER_BUSY,
             )
+        if self.terminated_at is not None:
+            raise self._terminated_error()
+        if self.gate is not None:
+            self.gate.check_producer()
         limit = self.policies.max_producers_per_topic
         if len(self.producers) >= limit:
             raise BrokerError(
@@ -382,15 +432,16 @@ class TopicBase:
             )
 
     def _unique_producer_name(self, broker_name: str) -> str:
-        name = f"{broker_name}-{next(_producer_ids)}"
+        name = f"{broker_name}-{next(unique_producer_ids)}"
         while name in self.producers:
-            name = f"{broker_name}-{next(_producer_ids)}"
+            name = f"{broker_name}-{next(unique_producer_ids)}"
         return name
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
             self._producers_changed.set()
+            self.last_active_s = time.monotonic()
 
 
 class Topic(TopicBase):

@@ -26,7 +26,6 @@ from bookie.ledger_client import LedgerClient
 from broker.bundles import BundleRange
 from broker.entry_cache import EntryCache
 from broker.errors import BrokerError
-from broker.expiry import expire_topic
 from broker.ledger_rules import RolloverPolicy
 from broker.managed_ledger import ManagedLedger
 from broker.message_counts import TableBudget
@@ -34,17 +33,15 @@ from broker.metrics import BrokerMetrics, TopicMetrics
 from broker.namespaces import Namespaces
 from broker.non_persistent import NonPersistentTopic
 from broker.ownership import Ownership, bundle_key
+from broker.quota_enforcement import QuotaGuard
 from broker.settings import BrokerSettings
+from broker.termination import load_termination
 from broker.topic import Topic, TopicBase
 from metastore.client import MetastoreClient
 from protos import common_pb2, metadata_paths
 from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
-
-# Housekeeping looks at idle ledgers this often at most (and at least).
-HOUSEKEEPING_MAX_S = 60.0
-HOUSEKEEPING_MIN_S = 0.5
 
 
 def rollover_policy(s: BrokerSettings) -> RolloverPolicy:
@@ -75,6 +72,9 @@ class TopicRegistry:
         self.ownership = ownership
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
+        # Topics whose policies changed while they were loading (they read
+        # theirs before): they apply them again once loaded.
+        self._changed_while_loading: set[str] = set()
         self.message_budget = TableBudget(settings.managed_ledger_message_counts_max_entries)
         self.cache = EntryCache(
             settings.managed_ledger_cache_size_mb * 1024 * 1024,
@@ -114,6 +114,7 @@ class TopicRegistry:
             topic = await self._load(name)
         except BaseException as exc:
             loads.failures += 1
+            self._changed_while_loading.discard(name.full_name)
             fut.set_exception(exc)
             fut.exception()  # retrieved: waiters re-raise it
             raise
@@ -124,6 +125,12 @@ class TopicRegistry:
         loads.latency_ms.record((time.monotonic() - started) * 1000)
         self.topics[name.full_name] = topic
         fut.set_result(topic)
+        if name.full_name in self._changed_while_loading:
+            self._changed_while_loading.discard(name.full_name)
+            try:
+                await topic.apply_policies(await self.namespaces.applied_to(name))
+            except Exception:
+                log.exception("applying the policies of %s failed", name)
         return topic
 
     async def existing_topic(self, name: TopicName) -> TopicBase:
@@ -165,6 +172,8 @@ class TopicRegistry:
             await ledger.open()
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
             ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
+            topic.gate = QuotaGuard(topic)
+            await load_termination(topic)
             await topic.apply_policies(policies)
             await topic.load_cursors()
         except BaseException:
@@ -197,11 +206,16 @@ class TopicRegistry:
         """Policies changed (of ``namespace``, of ``topic`` and its
         partitions, or of anything when both are None): the loaded topics
         they touch apply them again, without reloading."""
+
+        def touched(name: TopicName) -> bool:
+            if namespace is not None and name.namespace_name != namespace:
+                return False
+            return topic is None or name.partitioned_topic_name == topic
+
+        self._changed_while_loading.update(n for n in self._loading if touched(TopicName.parse(n)))
         for loaded in list(self.topics.values()):
             name = loaded.name
-            if namespace is not None and name.namespace_name != namespace:
-                continue
-            if topic is not None and name.partitioned_topic_name != topic:
+            if not touched(name):
                 continue
             try:
                 await loaded.apply_policies(await self.namespaces.applied_to(name))
@@ -250,6 +264,7 @@ class TopicRegistry:
             metadata_paths.managed_ledger(name),
             metadata_paths.dedup_snapshot(name),
             metadata_paths.topic_policies(name),
+            metadata_paths.terminated(name),
         ):
             await self.metastore.delete(key)
         for ledger_id in topic.ledger.ledger_ids:
@@ -317,43 +332,3 @@ class TopicRegistry:
     async def close_all(self) -> None:
         self.closing = True
         await self._close(list(self.topics.values()))
-
-    async def idle_rollover_forever(self) -> None:
-        """Roll idle, fully consumed ledgers so trimming can delete them."""
-        idle = self.settings.managed_ledger_inactive_ledger_rollover_seconds
-        if idle <= 0:
-            return
-        period = min(HOUSEKEEPING_MAX_S, max(HOUSEKEEPING_MIN_S, idle / 4))
-        while True:
-            await asyncio.sleep(period)  # a periodic check, not a synchronisation
-            for topic in list(self.topics.values()):
-                if isinstance(topic, Topic):
-                    try:
-                        topic.ledger.idle_check()
-                    except Exception:
-                        log.exception("the idle check of %s failed", topic.name)
-
-    async def expiry_forever(self) -> None:
-        """Every message_expiry_check_interval_s, expire the messages of
-        topics with a message TTL (broker.expiry)."""
-        while True:
-            await asyncio.sleep(self.settings.message_expiry_check_interval_s)  # periodic check
-            for topic in list(self.topics.values()):
-                ttl = topic.policies.message_ttl_s
-                if ttl > 0 and isinstance(topic, Topic) and not topic.closing:
-                    try:
-                        await expire_topic(topic, ttl)
-                    except Exception:
-                        log.exception("message expiry of %s failed", topic.name)
-
-    async def retention_forever(self) -> None:
-        """Every retention_check_interval_s, delete what retention no longer
-        keeps (consumed ledgers whose retention time ran out)."""
-        while True:
-            await asyncio.sleep(self.settings.retention_check_interval_s)  # periodic check
-            for topic in list(self.topics.values()):
-                if isinstance(topic, Topic):
-                    try:
-                        topic.ledger.maybe_trim()
-                    except Exception:
-                        log.exception("the retention check of %s failed", topic.name)

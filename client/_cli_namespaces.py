@@ -1,9 +1,14 @@
 """The lifecycle verbs of ``magnetar-admin namespaces`` (list, create,
 policies, topics, delete, clear-backlog, unsubscribe) and of ``topics``
-(delete, unsubscribe, clear-backlog), as pulsar-admin has them. The policy
-verbs are in client/_cli_policies.py."""
+(delete, unsubscribe, clear-backlog, expire-messages, partitioned-stats,
+last-message-id, peek-messages, skip, reset-cursor), as pulsar-admin has
+them. The policy verbs are in client/_cli_policies.py."""
 
 from __future__ import annotations
+
+import base64
+import time
+from typing import Any
 
 import click
 
@@ -168,6 +173,98 @@ def topics_last_message_id(service_url: str, topic: str) -> None:
     admin_call(service_url, lambda a: a.topics.last_message_id(topic))
 
 
+@click.command("peek-messages")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="The subscription.")
+@click.option("--count", "-n", type=int, default=1, show_default=True, help="Messages to show.")
+@click.pass_obj
+def topics_peek_messages(service_url: str, topic: str, subscription: str, count: int) -> None:
+    """The first COUNT messages SUBSCRIPTION has not acknowledged, left as
+    they are (data as UTF-8 text, or base64 when it is not text)."""
+
+    def peek(a: Any) -> list[dict[str, Any]]:
+        return [_shown(m) for m in a.topics.peek_messages(topic, subscription, count)]
+
+    admin_call(service_url, peek)
+
+
+def _shown(m: Any) -> dict[str, Any]:
+    try:
+        data, encoding = m.data().decode(), "utf-8"
+    except UnicodeDecodeError:
+        data, encoding = base64.b64encode(m.data()).decode(), "base64"
+    mid = m.message_id()
+    return {
+        "messageId": f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}",
+        "publishTime": m.publish_timestamp(),
+        "eventTime": m.event_timestamp(),
+        "key": m.partition_key(),
+        "properties": m.properties(),
+        "producerName": m.producer_name(),
+        "data": data,
+        "encoding": encoding,
+    }
+
+
+@click.command("terminate")
+@click.argument("topic")
+@click.pass_obj
+def topics_terminate(service_url: str, topic: str) -> None:
+    """Seal TOPIC: no more messages; readers see its end. Prints the last message id."""
+    admin_call(service_url, lambda a: a.topics.terminate(topic))
+
+
+@click.command("stats-internal")
+@click.argument("topic")
+@click.pass_obj
+def topics_stats_internal(service_url: str, topic: str) -> None:
+    """TOPIC's managed ledger: its ledgers and its cursors' positions."""
+    admin_call(service_url, lambda a: a.topics.stats_internal(topic))
+
+
+@click.command("skip")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="The subscription.")
+@click.option("--count", "-n", type=int, required=True, help="Messages to skip.")
+@click.pass_obj
+def topics_skip(service_url: str, topic: str, subscription: str, count: int) -> None:
+    """Acknowledge the oldest COUNT messages of SUBSCRIPTION (whole entries:
+    never more than COUNT)."""
+    admin_call(service_url, lambda a: a.topics.skip(topic, subscription, count))
+
+
+@click.command("reset-cursor")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True, help="The subscription.")
+@click.option(
+    "--time", "-t", "ago", type=SECONDS, default=None,
+    help="Go back this long (10m, 3h, 2d, 1w; a bare number is seconds).",
+)  # fmt: skip
+@click.option("--messageId", "-m", "message_id", default=None, help="ledgerId:entryId.")
+@click.option(
+    "--exclude-reset-position", "-e", "exclude", is_flag=True,
+    help="With -m: start just after that message.",
+)  # fmt: skip
+@click.pass_obj
+def topics_reset_cursor(
+    service_url: str,
+    topic: str,
+    subscription: str,
+    ago: int | None,
+    message_id: str | None,
+    exclude: bool,
+) -> None:
+    """Move SUBSCRIPTION back (or forward) in time or to a message id; its
+    consumers reconnect and receive from there."""
+    if (ago is None) == (message_id is None):
+        raise click.UsageError("give exactly one of --time/-t and --messageId/-m")
+    at = None if ago is None else int(time.time() * 1000) - ago * 1000
+    admin_call(
+        service_url,
+        lambda a: a.topics.reset_cursor(topic, subscription, at, message_id, exclude),
+    )
+
+
 NAMESPACE_COMMANDS = (
     namespaces_list,
     namespaces_create,
@@ -185,6 +282,11 @@ TOPIC_COMMANDS = (
     topics_expire_messages_all,
     topics_partitioned_stats,
     topics_last_message_id,
+    topics_peek_messages,
+    topics_skip,
+    topics_reset_cursor,
+    topics_stats_internal,
+    topics_terminate,
 )
 
 

@@ -44,6 +44,8 @@ class ConsumerStream:
         self.call: grpc.aio.StreamStreamCall | None = None
         self.topic = ""
         self.consumer_name = ""
+        # The broker said the topic was terminated (with the last message id).
+        self.topic_terminated = False
         self._write_lock = asyncio.Lock()
         self._request_lock = asyncio.Lock()
         self._waiting: asyncio.Future | None = None
@@ -158,6 +160,7 @@ class ConsumerStream:
         elif kind == "request_error":
             fut.set_exception(from_wire(resp.request_error))
         elif kind == "last_message_id":
+            self.topic_terminated = resp.last_message_id.terminated
             ledger_id, entry_id, _, _ = id_fields(resp.last_message_id.message_id)
             fut.set_result(MessageId(ledger_id, entry_id, self.partition))
         else:

@@ -1,4 +1,6 @@
-"""Closing a reader: its subscription goes with it.
+"""What a reader asks beyond its messages: is anything left to read, has
+it reached the end of a terminated topic, and closing it (its subscription
+goes with it).
 
 A reader subscribes under a name of its own (``reader-<random>``), non-durable.
 Closing only the stream would leave that cursor on the broker until the topic
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from client._consumer import ConsumerEngine
+from client._consumer import ConsumerEngine, has_available
 from client._multi import MultiConsumerEngine
 from client.exceptions import MagnetarError
 
@@ -29,3 +31,26 @@ async def close_reader(engine: ConsumerEngine | MultiConsumerEngine, timeout_s: 
             "reader of %s: its subscription stays until the topic unloads: %s", engine.topic, exc
         )
     await engine.close()
+
+
+async def reached_end_of_topic(
+    engine: ConsumerEngine | MultiConsumerEngine, timeout_s: float
+) -> bool:
+    """Terminated and read to its end (every partition of a partitioned topic)."""
+    engines = (
+        list(engine.children.values()) if isinstance(engine, MultiConsumerEngine) else [engine]
+    )
+    for one in engines:
+        # has_available asks the broker for the last message id, which says
+        # whether the topic was terminated.
+        if await has_available(one, timeout_s) or not one._stream.topic_terminated:
+            return False
+    return bool(engines)
+
+
+async def has_message_available(
+    engine: ConsumerEngine | MultiConsumerEngine, timeout_s: float
+) -> bool:
+    if isinstance(engine, MultiConsumerEngine):
+        return await engine.has_message_available(timeout_s)
+    return await has_available(engine, timeout_s)

@@ -234,6 +234,12 @@ class Reader:
             aio.has_message_available(self._engine, self._timeout_s), self._timeout_s + 1
         )
 
+    def has_reached_end_of_topic(self) -> bool:
+        """The topic was terminated and everything in it has been read."""
+        return self._runner.run(  # type: ignore[no-any-return]
+            aio.reached_end_of_topic(self._engine, self._timeout_s), self._timeout_s + 1
+        )
+
     def seek(self, target: MessageId | int) -> None:
         self._runner.run(self._engine.seek(target, self._timeout_s), self._timeout_s + 1)
 

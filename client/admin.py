@@ -28,6 +28,7 @@ since its last call meets this case too.
 
 from __future__ import annotations
 
+import base64
 import json
 import queue
 import time
@@ -48,7 +49,9 @@ from client._connection import (
 from client._service_brokers import ServiceBrokers, try_next
 from client.exceptions import ConnectError, InvalidConfiguration, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
+from client.message import Message, unpack_split
 from protos import broker_pb2, broker_pb2_grpc
+from protos.entry import split_entry
 
 # A channel in one of these states cannot carry a call now (see Connection.ensure_ready).
 _CANNOT_CONNECT = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
@@ -183,9 +186,71 @@ class _Topics(PolicyVerbs):
             "topics.partitioned-stats", topic=topic, per_partition=per_partition
         )
 
+    def terminate(self, topic: str) -> dict[str, Any]:
+        """Seal ``topic``: sends are refused with TopicTerminated from now on,
+        and readers see the end of the topic once they read up to the last
+        message, whose id this answers (per partition index for a partitioned topic)."""
+        return self._admin._op("topics.terminate", idempotent=False, topic=topic)  # type: ignore[no-any-return]
+
     def last_message_id(self, topic: str) -> dict[str, Any]:
         """``{"ledgerId", "entryId", "partitionIndex", "batchIndex"}`` of the last message."""
         return self._admin._op("topics.last-message-id", topic=topic)  # type: ignore[no-any-return]
+
+    def peek_messages(self, topic: str, subscription: str, n: int = 1) -> list[Message]:
+        """The first ``n`` messages ``subscription`` has not acknowledged
+        (batches unpacked here, as pulsar-admin does), without acknowledging
+        or delivering them."""
+        answer = self._admin._op(
+            "topics.peek-messages", topic=topic, subscription=subscription, count=n
+        )
+        out: list[Message] = []
+        for e in answer["entries"]:
+            meta, payload = split_entry(base64.b64decode(e["entry"]))
+            out.extend(
+                unpack_split(
+                    meta,
+                    payload,
+                    e["ledgerId"],
+                    e["entryId"],
+                    answer["partition"],
+                    answer["topic"],
+                    0,
+                )
+            )
+        return out[:n]
+
+    def stats_internal(self, topic: str) -> dict[str, Any]:
+        """The managed ledger view: ``ledgers`` (ledgerId, entries, size),
+        ``cursors`` (markDeletePosition, readPosition,
+        individuallyDeletedMessages), ``lastConfirmedEntry``, ``state``."""
+        return self._admin._op("topics.stats-internal", topic=topic)  # type: ignore[no-any-return]
+
+    def skip(self, topic: str, subscription: str, n: int) -> dict[str, Any]:
+        """Acknowledge the oldest entries of ``subscription`` holding at most
+        ``n`` messages; ``{"skipped": messages}``."""
+        return self._admin._op(  # type: ignore[no-any-return]
+            "topics.skip", idempotent=False, topic=topic, subscription=subscription, count=n
+        )
+
+    def reset_cursor(
+        self,
+        topic: str,
+        subscription: str,
+        timestamp_ms: int | None = None,
+        message_id: str | None = None,
+        exclude: bool = False,
+    ) -> Any:
+        """Move ``subscription`` to the first message published at or after
+        ``timestamp_ms``, or to ``message_id`` ("ledger:entry"; with
+        ``exclude``, just after it). Its consumers reconnect and receive from there."""
+        return self._admin._op(
+            "topics.reset-cursor",
+            topic=topic,
+            subscription=subscription,
+            timestamp_ms=timestamp_ms,
+            message_id=message_id,
+            exclude=exclude,
+        )
 
     def clear_backlog(self, topic: str, subscription: str) -> dict[str, Any]:
         """Acknowledge every message of ``subscription``."""

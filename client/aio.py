@@ -20,7 +20,7 @@ from typing import Any
 
 from client._batch_receive import batch_receive_async
 from client._connection import Connection, Connections, parse_service_url
-from client._consumer import ConsumerEngine, has_available
+from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
 from client._multi import (
     MultiConsumerEngine,
@@ -31,7 +31,7 @@ from client._multi import (
 )
 from client._producer import ProducerEngine
 from client._producer_options import ProducerOptions
-from client._reader import close_reader
+from client._reader import close_reader, has_message_available, reached_end_of_topic
 from client.dead_letter import (
     DEFAULT_MAX_RECONSUME_TIMES,
     RetryLetters,
@@ -316,6 +316,12 @@ class Reader:
     async def has_message_available(self) -> bool:
         return await has_message_available(self._engine, self._timeout_s)
 
+    async def has_reached_end_of_topic(self) -> bool:
+        """The topic was terminated (``topics terminate``) and everything in
+        it has been read (beyond Pulsar's Python client: Java's
+        ``hasReachedEndOfTopic``)."""
+        return await reached_end_of_topic(self._engine, self._timeout_s)
+
     async def seek(self, target: MessageId | int) -> None:
         await self._engine.seek(target, self._timeout_s)
 
@@ -324,14 +330,6 @@ class Reader:
 
     async def close(self) -> None:
         await close_reader(self._engine, self._timeout_s)
-
-
-async def has_message_available(
-    engine: ConsumerEngine | MultiConsumerEngine, timeout_s: float
-) -> bool:
-    if isinstance(engine, MultiConsumerEngine):
-        return await engine.has_message_available(timeout_s)
-    return await has_available(engine, timeout_s)
 
 
 class Client:

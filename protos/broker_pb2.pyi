@@ -353,10 +353,12 @@ class SeekDone(_message.Message):
     def __init__(self) -> None: ...
 
 class LastMessageId(_message.Message):
-    __slots__ = ("message_id",)
+    __slots__ = ("message_id", "terminated")
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_FIELD_NUMBER: _ClassVar[int]
     message_id: _common_pb2.MessageIdData
-    def __init__(self, message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ...) -> None: ...
+    terminated: bool
+    def __init__(self, message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., terminated: _Optional[bool] = ...) -> None: ...
 
 class Unsubscribed(_message.Message):
     __slots__ = ()

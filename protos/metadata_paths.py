@@ -22,6 +22,7 @@ topics are :class:`~protos.topic_name.TopicName` values.
     /loadbalance/brokers/{broker}                            a broker's load report (ephemeral)
     /loadbalance/bundle-data/{tenant}/{ns}/{bundle}          a bundle's long-term load
     /dedup/{tenant}/{ns}/{domain}/{topic}                    deduplication snapshot
+    /terminated/{tenant}/{ns}/{domain}/{topic}               a terminated topic's last position
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ LOAD_BALANCE_LEADER = "/loadbalance/leader"
 BROKER_LOADS = "/loadbalance/brokers/"
 BUNDLE_DATA = "/loadbalance/bundle-data/"
 DEDUP = "/dedup"
+TERMINATED = "/terminated"
 
 
 def tenant(name: str) -> str:
@@ -122,3 +124,7 @@ def bundle_data(path: str) -> str:
 
 def dedup_snapshot(name: TopicName) -> str:
     return f"{DEDUP}/{name.persistence_path}"
+
+
+def terminated(name: TopicName) -> str:
+    return f"{TERMINATED}/{name.persistence_path}"

@@ -18,6 +18,7 @@ from client.exceptions import (
     NotAllowedError,
     NotFound,
     SubscriptionNotFound,
+    Timeout,
     TopicNotFound,
 )
 from tests.harness import wait_for
@@ -327,3 +328,21 @@ def test_a_topic_quota_overrides_its_type_only(admin, namespace, cluster):
     applied = admin.topics.get_backlog_quotas(topic, applied=True)
     assert applied["destination_storage"]["limitSize"] == 100 << 20
     assert applied["message_age"]["limitTime"] == 36000
+
+
+def test_max_unacked_messages_per_consumer_is_a_policy_applied_live(admin, namespace, cluster):
+    topic = f"persistent://{namespace}/unacked"
+    admin.namespaces.set_max_unacked_messages_per_consumer(namespace, 5)
+    with Client(cluster.service_url) as c:
+        consumer = c.subscribe(topic, "s", consumer_type=ConsumerType.Shared)
+        producer = c.create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(str(i).encode())
+        held = [consumer.receive(timeout_millis=10000) for _ in range(5)]
+        with pytest.raises(Timeout):
+            consumer.receive(timeout_millis=1500)  # blocked at 5 unacknowledged
+        stats = admin.topics.stats(topic)["subscriptions"]["s"]["consumers"][0]
+        assert stats["blockedConsumerOnUnackedMsgs"] is True
+        admin.topics.set_max_unacked_messages_per_consumer(topic, 100)  # live, no reload
+        rest = [consumer.receive(timeout_millis=10000) for _ in range(15)]
+        assert sorted(int(m.data()) for m in held + rest) == list(range(20))

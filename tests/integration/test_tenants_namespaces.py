@@ -6,6 +6,8 @@ TopicNotFound naming it; an administrator gets NotFound."""
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import pytest
 
@@ -19,6 +21,7 @@ from client.exceptions import (
     PreconditionFailed,
     TopicNotFound,
 )
+from tests.harness import ROOT
 
 _n = itertools.count()
 
@@ -165,3 +168,51 @@ def test_the_clusters_own_tenants_and_namespaces_cannot_be_deleted(admin):
         admin.namespaces.delete_namespace("magnetar/system", force=True)
     assert "public/default" in admin.namespaces.get_namespaces("public")
     assert "magnetar/system" in admin.namespaces.get_namespaces("magnetar")
+
+
+def test_namespace_clear_backlog_and_unsubscribe_reach_every_topic(admin, tenant, cluster):
+    ns = f"{tenant}/subs"
+    admin.namespaces.create_namespace(ns, bundles=2)
+    topics = [f"persistent://{ns}/t{i}" for i in range(3)]
+    with Client(cluster.service_url) as c:
+        for t in topics:
+            for sub in ("a", "b"):
+                c.subscribe(t, sub).close()
+            producer = c.create_producer(t)
+            for _ in range(4):
+                producer.send(b"m")
+    assert len(admin.namespaces.clear_backlog(ns, "a")["cleared"]) == 3
+    for t in topics:
+        subs = admin.topics.stats(t)["subscriptions"]
+        assert (subs["a"]["msgBacklog"], subs["b"]["msgBacklog"]) == (0, 4)
+    assert sorted(admin.namespaces.unsubscribe(ns, "b")["topics"]) == topics
+    assert all(set(admin.topics.stats(t)["subscriptions"]) == {"a"} for t in topics)
+    admin.namespaces.clear_backlog(ns)  # every subscription
+    assert all(admin.topics.stats(t)["subscriptions"]["a"]["msgBacklog"] == 0 for t in topics)
+
+
+def test_magnetar_admin_exits_1_naming_what_is_missing(cluster):
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "client.admin_cli", "--service-url", cluster.service_url, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    for args, named in [
+        (("tenants", "get", "nobody"), "tenant nobody does not exist"),
+        (("namespaces", "policies", "public/nowhere"), "namespace public/nowhere does not exist"),
+        (("namespaces", "list", "nobody"), "tenant nobody does not exist"),
+        (("topics", "stats", "persistent://public/default/never-made"), "does not exist"),
+        (
+            ("namespaces", "set-retention", "public/nowhere", "-s", "1G", "-t", "1h"),
+            "public/nowhere",
+        ),
+    ]:
+        out = run(*args)
+        assert out.returncode == 1, (args, out.stdout, out.stderr)
+        assert named in out.stderr and out.stderr.startswith("Error: "), (args, out.stderr)
+    ok = run("namespaces", "get-retention", "public/default", "--applied")
+    assert ok.returncode == 0 and '"retentionTimeInMinutes"' in ok.stdout, ok.stderr

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from client import Client, ConsumerType
+from client import Client, ConsumerType, MessageId
 from client.admin import Admin
-from client.exceptions import NotFound, PreconditionFailed, TopicNotFound
+from client.exceptions import (
+    InvalidConfiguration,
+    NotFound,
+    PreconditionFailed,
+    TopicNotFound,
+    TopicTerminated,
+)
+from tests.harness import wait_for
 
 
 @pytest.fixture
@@ -82,3 +89,112 @@ def test_last_message_id(admin, cluster, topic):
         msg_id = c.create_producer(name).send(b"last")
     last = admin.topics.last_message_id(name)
     assert (last["ledgerId"], last["entryId"]) == (msg_id.ledger_id(), msg_id.entry_id())
+
+
+def _fill(c: Client, name: str, n: int, batched: bool = False) -> list:
+    producer = c.create_producer(name, batching_enabled=batched, batching_max_publish_delay_ms=50)
+    if batched:
+        for i in range(n):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        return []
+    return [producer.send(f"m{i}".encode(), properties={"i": str(i)}) for i in range(n)]
+
+
+def test_peek_messages_leaves_them_unacknowledged(admin, cluster, topic):
+    name = f"persistent://public/default/{topic}"
+    with Client(cluster.service_url) as c:
+        c.subscribe(name, "s").close()
+        _fill(c, name, 3)
+        _fill(c, name, 5, batched=True)  # batches are unpacked by the admin client
+        peeked = admin.topics.peek_messages(name, "s", 6)
+        assert [m.data() for m in peeked] == [b"m0", b"m1", b"m2", b"m0", b"m1", b"m2"]
+        assert peeked[1].properties() == {"i": "1"}
+        assert admin.topics.stats(name)["subscriptions"]["s"]["msgBacklog"] == 8
+        consumer = c.subscribe(name, "s")
+        assert consumer.receive(timeout_millis=10000).data() == b"m0"
+
+
+def test_skip_acknowledges_the_oldest_messages(admin, cluster, topic):
+    name = f"persistent://public/default/{topic}"
+    with Client(cluster.service_url) as c:
+        c.subscribe(name, "s").close()
+        _fill(c, name, 10)
+        assert admin.topics.skip(name, "s", 4)["skipped"] == 4
+        assert admin.topics.stats(name)["subscriptions"]["s"]["msgBacklog"] == 6
+        consumer = c.subscribe(name, "s")
+        assert consumer.receive(timeout_millis=10000).data() == b"m4"
+
+
+def test_reset_cursor_by_message_id_and_by_time(admin, cluster, topic):
+    name = f"persistent://public/default/{topic}"
+    with Client(cluster.service_url) as c:
+        consumer = c.subscribe(name, "s")
+        ids = _fill(c, name, 10)
+        for _ in range(10):
+            consumer.acknowledge(consumer.receive(timeout_millis=10000))
+        at = f"{ids[3].ledger_id()}:{ids[3].entry_id()}"
+        admin.topics.reset_cursor(name, "s", message_id=at)
+        # The consumer was disconnected; it reconnects and receives from m3.
+        assert consumer.receive(timeout_millis=15000).data() == b"m3"
+        admin.topics.reset_cursor(name, "s", message_id=at, exclude=True)
+        assert consumer.receive(timeout_millis=15000).data() == b"m4"
+        admin.topics.reset_cursor(name, "s", timestamp_ms=0)  # everything again
+        assert consumer.receive(timeout_millis=15000).data() == b"m0"
+    with pytest.raises(InvalidConfiguration, match="not ledgerId:entryId"):
+        admin.topics.reset_cursor(name, "s", message_id="yesterday")
+
+
+def test_stats_internal_shows_ledgers_and_cursor_positions(admin, cluster, topic):
+    name = f"persistent://public/default/{topic}"
+    with Client(cluster.service_url) as c:
+        consumer = c.subscribe(name, "s", consumer_type=ConsumerType.Shared)
+        ids = _fill(c, name, 6)
+        got = {}
+        for _ in range(6):
+            msg = consumer.receive(timeout_millis=10000)
+            got[msg.data()] = msg
+        consumer.acknowledge(got[b"m0"])
+        consumer.acknowledge(got[b"m3"])
+        consumer.acknowledge(got[b"m4"])
+        first, fourth, fifth = ids[0], ids[3], ids[4]
+
+        def positions() -> dict:
+            return admin.topics.stats_internal(name)["cursors"]["s"]
+
+        def settled() -> bool:
+            return positions()["markDeletePosition"] == f"{first.ledger_id()}:{first.entry_id()}"
+
+        assert wait_for(settled, 10, "the acknowledgements to reach the broker")
+        cursor = positions()
+        before_fourth = f"{fourth.ledger_id()}:{fourth.entry_id() - 1}"
+        assert cursor["individuallyDeletedMessages"] == (
+            f"[({before_fourth}..{fifth.ledger_id()}:{fifth.entry_id()}]]"
+        )
+        internal = admin.topics.stats_internal(name)
+        assert internal["numberOfEntries"] == 6
+        last = ids[-1]
+        assert internal["lastConfirmedEntry"] == f"{last.ledger_id()}:{last.entry_id()}"
+        assert internal["ledgers"][-1]["ledgerId"] == last.ledger_id()
+
+
+def test_terminate_refuses_messages_and_readers_see_the_end(admin, cluster, topic):
+    name = f"persistent://public/default/{topic}"
+    with Client(cluster.service_url) as c:
+        producer = c.create_producer(name, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode()) for i in range(3)]
+        reader = c.create_reader(name, MessageId.earliest)
+        assert not reader.has_reached_end_of_topic()
+        last = admin.topics.terminate(name)
+        assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+        with pytest.raises(TopicTerminated, match="was terminated"):
+            producer.send(b"late")
+        with pytest.raises(TopicTerminated):
+            c.create_producer(name)
+        assert not reader.has_reached_end_of_topic()  # three messages are still to read
+        assert [reader.read_next(10000).data() for _ in range(3)] == [b"m0", b"m1", b"m2"]
+        assert reader.has_reached_end_of_topic()
+        assert admin.topics.terminate(name) == last  # again: the same answer
+    admin.namespaces.unload("public/default")  # reloaded, it stays terminated
+    with Client(cluster.service_url) as c, pytest.raises(TopicTerminated):
+        c.create_producer(name)

@@ -30,6 +30,7 @@ from broker.metrics import TopicMetrics
 from broker.modes import SubscriptionType
 from broker.non_persistent_dispatcher import NonPersistentDispatcher
 from broker.policies import applied
+from broker.rate_limits import TopicRates
 from broker.settings import BrokerSettings
 from broker.subscription import Subscription
 from protos.topic_name import TopicName
@@ -65,6 +66,8 @@ def _sub(
     t = SimpleNamespace(
         settings=topic_settings,
         policies=applied(None, None, topic_settings),
+        rates=TopicRates(persistent),
+        on_acked=lambda: None,
         name=name,
         metrics=TopicMetrics(name, 60.0, "c", False),
         persistent=persistent,
@@ -296,6 +299,8 @@ def test_a_replaced_dispatcher_delivers_nothing_more(caplog: pytest.LogCaptureFi
         topic = SimpleNamespace(
             settings=BrokerSettings(),
             policies=applied(None, None, BrokerSettings()),
+            rates=TopicRates(True),
+            on_acked=lambda: None,
             name=TopicName.parse("t"),
             metrics=TopicMetrics(TopicName.parse("t"), 60.0, "c", False),
             persistent=True,

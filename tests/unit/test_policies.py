@@ -71,7 +71,7 @@ ROUND_TRIPS: list[tuple[str, Any]] = [
             "bookkeeperEnsemble": 3,
             "bookkeeperWriteQuorum": 2,
             "bookkeeperAckQuorum": 2,
-            "managedLedgerMaxMarkDeleteRate": 1.0,
+            "managedLedgerMaxMarkDeleteRate": 0.0,
         },
     ),
     (
@@ -80,7 +80,7 @@ ROUND_TRIPS: list[tuple[str, Any]] = [
             "dispatchThrottlingRateInMsg": -1,
             "dispatchThrottlingRateInByte": 1 << 20,
             "ratePeriodInSecond": 1,
-            "relativeToPublishRate": True,
+            "relativeToPublishRate": False,
         },
     ),
     ("max-producers-per-topic", 5),
@@ -144,6 +144,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("auto-topic-creation", {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 0}, "defaultNumPartitions = 0"),
     ("inactive-topic-policies", {"inactiveTopicDeleteMode": "delete_always", "maxInactiveDurationSeconds": 5}, "'delete_always'"),
     ("deduplication", "true", "not true or false"),
+    ("dispatch-rate", {"relativeToPublishRate": True}, "relativeToPublishRate (a rate relative to the publish rate) is not supported"),
+    ("persistence", {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1, "managedLedgerMaxMarkDeleteRate": 5}, "managedLedgerMaxMarkDeleteRate (cursor writes"),
 ]  # fmt: skip
 
 

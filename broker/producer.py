@@ -1,0 +1,42 @@
+"""A producer as its topic knows it, and the hook through which backlog
+quotas hold publishing (:mod:`broker.quota_enforcement` implements it)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from broker.meter import Meter
+from broker.modes import ProducerAccessMode
+
+unique_producer_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Producer:
+    name: str
+    access_mode: ProducerAccessMode = ProducerAccessMode.SHARED
+    id: int = field(default_factory=lambda: next(unique_producer_ids))
+    last_sequence_id: int = -1
+    # Called when a newer ExclusiveWithFencing producer takes the topic.
+    on_fenced: Callable[[], None] | None = None
+    # Called when the topic closes here (unload, shutdown): the front-end ends
+    # the producer with a retryable error after the sends already taken.
+    on_topic_closed: Callable[[], None] | None = None
+    meter: Meter = field(default_factory=Meter)
+
+
+class PublishGate(Protocol):
+    """The backlog quotas' hold on publishing (broker.quota_enforcement)."""
+
+    async def admit(self) -> None: ...
+
+    def check_producer(self) -> None: ...
+
+    def judge(self) -> Any: ...
+
+    def on_acked(self) -> None: ...
+
+    def release(self) -> None: ...
