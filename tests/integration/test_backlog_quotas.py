@@ -4,7 +4,6 @@ policy: producer_request_hold, producer_exception, consumer_backlog_eviction
 
 from __future__ import annotations
 
-import itertools
 import threading
 
 import pytest
@@ -12,15 +11,14 @@ import pytest
 from client import Client
 from client.admin import Admin
 from client.exceptions import ProducerBlockedQuotaExceededException, Timeout
-from tests.harness import StandaloneCluster, wait_for
+from tests.harness import wait_for
 from tests.metrics_scrape import scrape
+from tests.tenancy import own_namespace, standalone_with
 
-_n = itertools.count()
 KB = 1024
 LIMIT = 8 * KB  # about 8 messages of 1 KB
 
-CONFIG = """\
-[broker]
+SETTINGS = """\
 backlog_quota_check_interval_s = 1
 message_expiry_check_interval_s = 1
 """
@@ -28,14 +26,8 @@ message_expiry_check_interval_s = 1
 
 @pytest.fixture(scope="module")
 def quota_cluster(tmp_path_factory):
-    data = tmp_path_factory.mktemp("quotas")
-    config = data / "magnetar.toml"
-    config.write_text(CONFIG)
-    c = StandaloneCluster(data / "data")
-    c.extra_args = ["--config", str(config)]
-    c.start()
-    yield c
-    c.stop()
+    with standalone_with(tmp_path_factory.mktemp("quotas"), SETTINGS) as c:
+        yield c
 
 
 @pytest.fixture
@@ -46,12 +38,8 @@ def admin(quota_cluster):
 
 @pytest.fixture
 def namespace(admin):
-    tenant = f"quota-{next(_n)}"
-    admin.tenants.create_tenant(tenant)
-    ns = f"{tenant}/ns"
-    admin.namespaces.create_namespace(ns, bundles=1)
-    yield ns
-    admin.tenants.delete_tenant(tenant, force=True)
+    with own_namespace(admin, "quota") as ns:
+        yield ns
 
 
 def _fill_until(producer, refused: type[Exception], most: int = 200) -> int:

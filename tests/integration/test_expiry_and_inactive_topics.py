@@ -5,18 +5,14 @@ a little over a minute."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from client import Client
 from client.admin import Admin
-from tests.harness import StandaloneCluster, wait_for
+from tests.harness import wait_for
+from tests.tenancy import own_namespace, standalone_with
 
-_n = itertools.count()
-
-CONFIG = """\
-[broker]
+SETTINGS = """\
 subscription_expiry_check_interval_s = 1
 inactive_topic_check_interval_s = 1
 """
@@ -24,14 +20,8 @@ inactive_topic_check_interval_s = 1
 
 @pytest.fixture(scope="module")
 def checks_cluster(tmp_path_factory):
-    data = tmp_path_factory.mktemp("inactive")
-    config = data / "magnetar.toml"
-    config.write_text(CONFIG)
-    c = StandaloneCluster(data / "data")
-    c.extra_args = ["--config", str(config)]
-    c.start()
-    yield c
-    c.stop()
+    with standalone_with(tmp_path_factory.mktemp("inactive"), SETTINGS) as c:
+        yield c
 
 
 @pytest.fixture
@@ -42,12 +32,8 @@ def admin(checks_cluster):
 
 @pytest.fixture
 def namespace(admin):
-    tenant = f"idle-{next(_n)}"
-    admin.tenants.create_tenant(tenant)
-    ns = f"{tenant}/ns"
-    admin.namespaces.create_namespace(ns, bundles=1)
-    yield ns
-    admin.tenants.delete_tenant(tenant, force=True)
+    with own_namespace(admin, "idle") as ns:
+        yield ns
 
 
 def test_an_idle_subscription_expires_and_a_used_one_stays(admin, namespace, checks_cluster):

@@ -22,6 +22,7 @@ from client.exceptions import (
     TopicNotFound,
 )
 from tests.harness import wait_for
+from tests.tenancy import own_namespace
 
 _n = itertools.count()
 
@@ -34,12 +35,8 @@ def admin(cluster):
 
 @pytest.fixture
 def namespace(admin):
-    tenant = f"pol-{next(_n)}"
-    admin.tenants.create_tenant(tenant)
-    ns = f"{tenant}/ns"
-    admin.namespaces.create_namespace(ns, bundles=1)
-    yield ns
-    admin.tenants.delete_tenant(tenant, force=True)
+    with own_namespace(admin, "pol") as ns:
+        yield ns
 
 
 def test_retention_set_get_remove_and_the_broker_default_applies_after_remove(admin, namespace):

@@ -5,7 +5,6 @@ duplicated or reordered by throttling."""
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import pytest
@@ -13,8 +12,8 @@ import pytest
 from client import Client, InitialPosition
 from client.admin import Admin
 from client.exceptions import NotAllowedError, Timeout
+from tests.tenancy import own_namespace
 
-_n = itertools.count()
 WINDOW_S = 5.0
 
 
@@ -26,12 +25,8 @@ def admin(cluster):
 
 @pytest.fixture
 def namespace(admin):
-    tenant = f"rates-{next(_n)}"
-    admin.tenants.create_tenant(tenant)
-    ns = f"{tenant}/ns"
-    admin.namespaces.create_namespace(ns, bundles=1)
-    yield ns
-    admin.tenants.delete_tenant(tenant, force=True)
+    with own_namespace(admin, "rates") as ns:
+        yield ns
 
 
 def _backlog(c: Client, topic: str, n: int) -> None:

@@ -13,12 +13,12 @@ import pytest
 from client import Client, InitialPosition
 from client.admin import Admin
 from client.exceptions import Timeout
-from tests.harness import StandaloneCluster, wait_for
+from tests.harness import wait_for
+from tests.tenancy import own_namespace, standalone_with
 
 _n = itertools.count()
 
-CONFIG = """\
-[broker]
+SETTINGS = """\
 message_expiry_check_interval_s = 1
 retention_check_interval_s = 1
 managed_ledger_max_entries_per_ledger = 5
@@ -28,14 +28,8 @@ managed_ledger_min_ledger_rollover_time_minutes = 0
 
 @pytest.fixture(scope="module")
 def short_checks(tmp_path_factory):
-    data = tmp_path_factory.mktemp("retention")
-    config = data / "magnetar.toml"
-    config.write_text(CONFIG)
-    c = StandaloneCluster(data / "data")
-    c.extra_args = ["--config", str(config)]
-    c.start()
-    yield c
-    c.stop()
+    with standalone_with(tmp_path_factory.mktemp("retention"), SETTINGS) as c:
+        yield c
 
 
 @pytest.fixture
@@ -46,12 +40,8 @@ def admin(short_checks):
 
 @pytest.fixture
 def namespace(admin):
-    tenant = f"ret-{next(_n)}"
-    admin.tenants.create_tenant(tenant)
-    ns = f"{tenant}/ns"
-    admin.namespaces.create_namespace(ns, bundles=1)
-    yield ns
-    admin.tenants.delete_tenant(tenant, force=True)
+    with own_namespace(admin, "ret") as ns:
+        yield ns
 
 
 def _produce_and_consume(c: Client, topic: str, n: int, size: int = 100) -> None:
