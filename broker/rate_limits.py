@@ -125,16 +125,28 @@ class SubscribeLimiter:
         self.max_names = max(1, max_names)
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
 
-    def admit(self, name: str, now_s: float) -> bool:
+    def _bucket(self, name: str, now_s: float) -> TokenBucket:
         bucket = self._buckets.pop(name, None)
         if bucket is None:
             bucket = TokenBucket(self.per_period, self.period_s, now_s, full=True)
         self._buckets[name] = bucket
         while len(self._buckets) > self.max_names:
             self._buckets.popitem(last=False)
-        if bucket.available(now_s) < 1:
+        return bucket
+
+    def allows(self, name: str, now_s: float) -> bool:
+        """May ``name`` subscribe now?"""
+        return self._bucket(name, now_s).available(now_s) >= 1
+
+    def spend(self, name: str, now_s: float) -> None:
+        """``name`` subscribed (a refused attempt spends nothing)."""
+        self._bucket(name, now_s).take(1, now_s)
+
+    def admit(self, name: str, now_s: float) -> bool:
+        """:meth:`allows`, spending when it does."""
+        if not self.allows(name, now_s):
             return False
-        bucket.take(1, now_s)
+        self.spend(name, now_s)
         return True
 
 
@@ -158,7 +170,11 @@ class TopicRates:
         if before is None or before.publish_rate != after.publish_rate:
             p = after.publish_rate
             self.publish = None if p.unlimited else Throttle(p.msgs, p.bytes, 1.0, now_s)
-        if before is None or before.subscribe_rate != after.subscribe_rate:
+        if (
+            before is None
+            or before.subscribe_rate != after.subscribe_rate
+            or before.max_consumers_per_topic != after.max_consumers_per_topic
+        ):
             r = after.subscribe_rate
             self.subscribe = (
                 None

@@ -261,8 +261,10 @@ class TopicBase:
         mark_delete: Position | None = None,
         key_shared: KeySharedPolicy | None = None,
     ) -> tuple[Subscription, Consumer]:
+        """Join (or create) ``sub_name``; a subscribe over the subscribe rate
+        is refused, and only a subscribe that succeeds spends from it."""
         limiter = self.rates.subscribe
-        if limiter is not None and not limiter.admit(consumer_name, time.monotonic()):
+        if limiter is not None and not limiter.allows(consumer_name, time.monotonic()):
             rate = self.policies.subscribe_rate
             raise BrokerError(
                 f"consumer {consumer_name!r} subscribed to {self.name} more than "
@@ -277,6 +279,7 @@ class TopicBase:
                 consumer = sub.add_consumer(
                     consumer_name, sub_type, sink, priority_level, key_shared
                 )
+                self._spend_subscribe(consumer_name)
                 return sub, consumer
             if durable and not self.policies.auto_subscription_creation:
                 raise BrokerError(
@@ -296,7 +299,12 @@ class TopicBase:
                 await cursor.delete()  # refused: as if it never tried to subscribe
                 raise
             self.subscriptions[sub_name] = sub
+            self._spend_subscribe(consumer_name)
             return sub, consumer
+
+    def _spend_subscribe(self, consumer_name: str) -> None:
+        if self.rates.subscribe is not None:
+            self.rates.subscribe.spend(consumer_name, time.monotonic())
 
     async def unsubscribe(self, sub: Subscription, consumer: Consumer) -> None:
         """Delete ``sub``; ``consumer`` must be its only consumer."""

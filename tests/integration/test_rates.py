@@ -11,7 +11,7 @@ import pytest
 
 from client import Client, InitialPosition
 from client.admin import Admin
-from client.exceptions import NotAllowedError, Timeout
+from client.exceptions import ConsumerBusy, NotAllowedError, Timeout
 from tests.tenancy import own_namespace
 
 WINDOW_S = 5.0
@@ -125,8 +125,11 @@ def test_a_subscribe_rate_per_consumer_name(admin, namespace, cluster):
     topic = f"persistent://{namespace}/subscribe"
     admin.namespaces.set_subscribe_rate(namespace, subscribe_rate=2, subscribe_rate_period=30)
     with Client(cluster.service_url) as c:
-        for _ in range(2):
-            c.subscribe(topic, "s", consumer_name="same").close()
+        held = c.subscribe(topic, "x", consumer_name="same")
+        with pytest.raises(ConsumerBusy):  # refused for another reason: spends nothing
+            c.subscribe(topic, "x", consumer_name="same")
+        c.subscribe(topic, "y", consumer_name="same").close()
         with pytest.raises(NotAllowedError, match="subscribe rate"):
-            c.subscribe(topic, "s", consumer_name="same")
-        c.subscribe(topic, "s", consumer_name="other").close()
+            c.subscribe(topic, "z", consumer_name="same")
+        c.subscribe(topic, "z", consumer_name="other").close()
+        held.close()

@@ -84,3 +84,8 @@ def test_the_subscribe_limiter_per_name_and_its_bound():
     assert limiter.admit("b", 15.0) and limiter.admit("c", 15.0)
     assert len(limiter._buckets) == 2  # "a" was the least recent: forgotten
     assert limiter.admit("a", 15.0)  # a forgotten name starts full again
+    # Asking spends nothing; only a subscribe that succeeded spends.
+    fresh = SubscribeLimiter(1, 30.0, max_names=10)
+    assert fresh.allows("x", 0.0) and fresh.allows("x", 0.0)
+    fresh.spend("x", 0.0)
+    assert not fresh.allows("x", 0.0)
