@@ -104,14 +104,18 @@ class NamespacePolicies:
 
 
 def applied_policies(
-    name: TopicName, topic: Policies | None, namespace: Policies | None, settings: BrokerSettings
+    namespace_name: str,
+    topic: Policies | None,
+    namespace: Policies | None,
+    settings: BrokerSettings,
 ) -> AppliedPolicies:
-    """The policies ``name`` applies (topic → namespace → broker); the
-    system namespace's topics keep the stats_retention_* settings when
-    neither level sets a retention."""
+    """The policies a topic of ``namespace_name`` applies (topic → namespace
+    → broker; ``topic`` None for the namespace's own applied values); the
+    system namespace keeps the stats_retention_* settings when neither level
+    sets a retention."""
     result = applied(topic, namespace, settings)
     if (
-        name.namespace_name == SYSTEM_NAMESPACE
+        namespace_name == SYSTEM_NAMESPACE
         and (topic is None or topic.retention is None)
         and (namespace is None or namespace.retention is None)
     ):
@@ -338,7 +342,7 @@ class Namespaces:
         ns = await self.read(name.namespace_name)
         topic = await self.topic_policies(name.partitioned_topic_name)
         return applied_policies(
-            name,
+            name.namespace_name,
             None if topic is None else topic[0],
             None if ns is None else ns[0].policies,
             self.settings,

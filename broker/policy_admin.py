@@ -23,7 +23,6 @@ from broker.policies import (
     Persistence,
     Policies,
     PolicyField,
-    applied_value,
     field_by_verb,
 )
 from broker.policy_values import read_backlog_quota
@@ -161,13 +160,9 @@ class PolicyAdministration:
             own = None
             ns = await self.namespaces.policies(parse_namespace(namespace), common_pb2.NOT_FOUND)
         if _flag(applied, "applied"):
-            if name is not None:
-                value = getattr(
-                    applied_policies(name, own, ns.policies, self.namespaces.settings), f.attr
-                )
-            else:
-                value = applied_value(f, None, ns.policies, self.namespaces.settings)
-            return f.write(value)
+            where = name.namespace_name if name is not None else parse_namespace(namespace)
+            effective = applied_policies(where, own, ns.policies, self.namespaces.settings)
+            return f.write(getattr(effective, f.attr))
         level = own if topic else ns.policies
         value = None if level is None else getattr(level, f.attr)
         return None if value is None else f.write(value)

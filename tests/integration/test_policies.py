@@ -343,3 +343,13 @@ def test_max_unacked_messages_per_consumer_is_a_policy_applied_live(admin, names
         admin.topics.set_max_unacked_messages_per_consumer(topic, 100)  # live, no reload
         rest = [consumer.receive(timeout_millis=10000) for _ in range(15)]
         assert sorted(int(m.data()) for m in held + rest) == list(range(20))
+
+
+def test_the_system_namespace_applies_the_stats_retention(admin):
+    """Its retention comes from stats_retention_* (7 days, no size limit)
+    unless the namespace sets one; --applied says so."""
+    assert admin.namespaces.get_retention("magnetar/system") is None
+    assert admin.namespaces.get_retention("magnetar/system", applied=True) == {
+        "retentionTimeInMinutes": 10080,
+        "retentionSizeInMB": -1,
+    }

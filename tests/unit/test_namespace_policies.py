@@ -20,7 +20,6 @@ from broker.namespaces import (
 )
 from broker.policies import Policies, applied
 from broker.settings import BrokerSettings
-from protos.topic_name import TopicName
 
 
 def test_policies_round_trip_with_pulsars_field_names():
@@ -133,7 +132,7 @@ RETENTION_PRECEDENCE = [
 def test_retention_comes_from_the_namespace_else_the_broker_settings():
     for namespace, retention, settings, expected in RETENTION_PRECEDENCE:
         got = applied_policies(
-            TopicName.parse(f"persistent://{namespace}/t"),
+            namespace,
             None,
             Policies(retention=retention),
             BrokerSettings(**settings),  # type: ignore[arg-type]
