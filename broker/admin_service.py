@@ -29,18 +29,6 @@ class BrokerAdminService(broker_pb2_grpc.BrokerAdminServicer):
     def __init__(self, admin: Administration) -> None:
         self.admin = admin
 
-    async def TopicStats(
-        self, request: broker_pb2.TopicStatsRequest, context: grpc.aio.ServicerContext
-    ) -> broker_pb2.JsonResponse:
-        return await _json(self.admin.topic_stats(request.topic))
-
-    async def SetNamespaceDeduplication(
-        self,
-        request: broker_pb2.SetNamespaceDeduplicationRequest,
-        context: grpc.aio.ServicerContext,
-    ) -> broker_pb2.JsonResponse:
-        return await _json(self.admin.set_deduplication(request.namespace, request.enabled))
-
     async def KeySharedLookup(
         self, request: broker_pb2.KeySharedLookupRequest, context: grpc.aio.ServicerContext
     ) -> broker_pb2.JsonResponse:

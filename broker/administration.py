@@ -23,18 +23,21 @@ from broker.bundle_state import BundleState
 from broker.bundles import BundleRange, InvalidBundleError
 from broker.errors import BrokerError
 from broker.expiry import expire_subscription
-from broker.namespaces import DEFAULT, Namespaces, parse_namespace
+from broker.namespaces import Namespaces, parse_namespace
+from broker.namespaces import check_deletable as check_namespace_deletable
 from broker.ownership import NotOwnerError, Ownership, bundle_key
 from broker.policy_admin import PolicyAdministration
+from broker.policy_values import read_bool
 from broker.stats import key_shared_lookup_of, sum_stats, topic_stats
-from broker.tenants import SYSTEM_TENANT, parse_tenant
+from broker.tenants import check_deletable as check_tenant_deletable
+from broker.tenants import parse_tenant
 from broker.termination import terminate
-from broker.topic import Topic
-from broker.topic_admin import TopicAdministration
+from broker.topic import TopicBase
+from broker.topic_admin import TopicAdministration, persistent, subscription_of
 from broker.topics import TopicRegistry
 from protos import common_pb2
 from protos.errors import MagnetarServerError
-from protos.topic_name import DEFAULT_TENANT, DOMAINS, SYSTEM_NAMESPACE, TopicName
+from protos.topic_name import DOMAINS, TopicName
 
 Operation = Callable[..., Awaitable[Any]]
 
@@ -45,12 +48,6 @@ def _seconds(value: Any) -> float:
             f"expire time {value!r} is not a number of seconds >= 0", common_pb2.INVALID_ARGUMENT
         )
     return float(value)
-
-
-def _flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise BrokerError(f"{what} = {value!r} is not true or false", common_pb2.INVALID_ARGUMENT)
-    return value
 
 
 class Administration:
@@ -164,7 +161,7 @@ class Administration:
     async def topics_delete(self, topic: str, force: Any = False) -> dict[str, Any]:
         """Delete a topic (a partitioned one: every partition, then its metadata)."""
         name = TopicName.parse(topic)
-        force = _flag(force, "force")
+        force = read_bool(force, "force")
         partitions = await self.namespaces.partitions_of(name)
         if partitions:
             for i in range(partitions):
@@ -208,12 +205,7 @@ class Administration:
                 str(i): await self._each_topic("topics.terminate", name.partition(i).full_name, {})
                 for i in range(partitions)
             }
-        found = await self.topics.existing_topic(name)
-        if not isinstance(found, Topic):
-            raise BrokerError(
-                f"{name} is non-persistent: it cannot be terminated", common_pb2.NOT_ALLOWED
-            )
-        ledger_id, entry_id = await terminate(found)
+        ledger_id, entry_id = await terminate(persistent(await self.topics.existing_topic(name)))
         return {"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": name.partition_index}
 
     async def topics_last_message_id(self, topic: str) -> dict[str, Any]:
@@ -247,19 +239,13 @@ class Administration:
                     raise  # else a partition nobody has used yet: it adds nothing
         total = sum_stats(list(each.values()))
         total["metadata"] = {"partitions": partitions}
-        if _flag(per_partition, "per_partition"):
+        if read_bool(per_partition, "per_partition"):
             total["partitions"] = each
         return total
 
-    async def _subscription(self, topic: str, subscription: str) -> Any:
+    async def _subscription(self, topic: str, subscription: str) -> tuple[TopicBase, Any]:
         found = await self.topics.existing_topic(TopicName.parse(topic))
-        sub = found.subscriptions.get(subscription)
-        if sub is None:
-            raise BrokerError(
-                f"subscription {subscription!r} does not exist on {found.name}",
-                common_pb2.NOT_FOUND,
-            )
-        return found, sub
+        return found, subscription_of(found, subscription)
 
     async def topics_unsubscribe(
         self, topic: str, subscription: str, force: Any = False
@@ -267,7 +253,7 @@ class Administration:
         """Delete a subscription; with consumers connected only when forced
         (they are disconnected)."""
         found, sub = await self._subscription(topic, subscription)
-        await found.delete_subscription(sub, _flag(force, "force"))
+        await found.delete_subscription(sub, read_bool(force, "force"))
         return {"topic": found.name.full_name, "unsubscribed": subscription}
 
     async def topics_clear_backlog(self, topic: str, subscription: str) -> dict[str, Any]:
@@ -295,11 +281,7 @@ class Administration:
                 expired += done["expired"]
             return {"topic": name.full_name, "subscription": subscription, "expired": expired}
         found, sub = await self._subscription(topic, subscription)
-        if not isinstance(found, Topic):
-            raise BrokerError(
-                f"{found.name} is non-persistent: nothing is kept to expire", common_pb2.NOT_ALLOWED
-            )
-        expired = await expire_subscription(found, sub, age)
+        expired = await expire_subscription(persistent(found), sub, age)
         return {"topic": found.name.full_name, "subscription": subscription, "expired": expired}
 
     async def topics_expire_messages_all_subscriptions(
@@ -356,18 +338,14 @@ class Administration:
         return {"namespace": namespace, "subscription": subscription, "topics": done}
 
     async def namespaces_delete(self, namespace: str, force: Any = False) -> dict[str, Any]:
-        deleted = await self.delete_namespace(namespace, _flag(force, "force"))
+        deleted = await self.delete_namespace(namespace, read_bool(force, "force"))
         return {"deleted": namespace, "topics": deleted}
 
     async def delete_namespace(self, namespace: str, force: bool) -> list[str]:
         """Delete a namespace with no topics; forced, its topics are deleted
         first (their clients closed). Its bundles are released and their
         records removed, then its policies record."""
-        if namespace in (DEFAULT, SYSTEM_NAMESPACE):
-            raise BrokerError(
-                f"namespace {namespace} is the cluster's own and cannot be deleted",
-                common_pb2.NOT_ALLOWED,
-            )
+        check_namespace_deletable(namespace)
         topics = await self._namespace_topics(namespace)
         partitioned = await self.namespaces.partitioned_topics(namespace)
         if (topics or partitioned) and not force:
@@ -388,13 +366,9 @@ class Administration:
     async def tenants_delete(self, tenant: str, force: Any = False) -> dict[str, Any]:
         """Delete a tenant with no namespaces; forced, its namespaces (and
         their topics) go first."""
-        if tenant in (DEFAULT_TENANT, SYSTEM_TENANT):
-            raise BrokerError(
-                f"tenant {tenant} is the cluster's own and cannot be deleted",
-                common_pb2.NOT_ALLOWED,
-            )
+        check_tenant_deletable(tenant)
         namespaces = await self.namespaces.names(parse_tenant(tenant))
-        if namespaces and not _flag(force, "force"):
+        if namespaces and not read_bool(force, "force"):
             raise BrokerError(
                 f"tenant {tenant} still has {len(namespaces)} namespace(s) "
                 f"({', '.join(namespaces[:5])}); delete them first or use --force",
@@ -404,10 +378,6 @@ class Administration:
             await self.delete_namespace(ns, True)
         await self.namespaces.tenants.delete(tenant)
         return {"deleted": tenant, "namespaces": namespaces}
-
-    async def set_deduplication(self, namespace: str, enabled: bool) -> dict[str, Any]:
-        await self.policies.set_policy("deduplication", enabled, namespace=namespace)
-        return await self.policies.namespaces_policies(namespace)
 
     async def namespace_bundles(self, namespace: str) -> dict[str, Any]:
         ns = parse_namespace(namespace)

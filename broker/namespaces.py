@@ -25,8 +25,8 @@ from typing import Any
 
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
-from broker.ledger_rules import RetentionPolicy
 from broker.policies import AppliedPolicies, Policies, applied
+from broker.policy_values import retention_from
 from broker.settings import BrokerSettings
 from broker.tenants import Tenants, tenant_missing
 from metastore.client import Compare, MetastoreClient, Op
@@ -119,15 +119,11 @@ def applied_policies(
         and (topic is None or topic.retention is None)
         and (namespace is None or namespace.retention is None)
     ):
-        stats = RetentionPolicy(
-            settings.stats_retention_time_minutes * 60.0, _mb(settings.stats_retention_size_mb)
+        stats = retention_from(
+            settings.stats_retention_time_minutes, settings.stats_retention_size_mb
         )
         result = replace(result, retention=stats)
     return result
-
-
-def _mb(size_mb: int) -> int:
-    return size_mb * 1024 * 1024 if size_mb >= 0 else -1
 
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_=:.\-]+$")  # as in topic names (protos.topic_name)
@@ -142,6 +138,15 @@ def parse_namespace(text: str) -> str:
             common_pb2.INVALID_ARGUMENT,
         )
     return text
+
+
+def check_deletable(namespace: str) -> None:
+    """``public/default`` and the system namespace are the cluster's own: NOT_ALLOWED."""
+    if namespace in (DEFAULT, SYSTEM_NAMESPACE):
+        raise BrokerError(
+            f"namespace {namespace} is the cluster's own and cannot be deleted",
+            common_pb2.NOT_ALLOWED,
+        )
 
 
 def default_policies(settings: BrokerSettings) -> NamespacePolicies:
@@ -295,11 +300,7 @@ class Namespaces:
     async def delete_record(self, namespace: str) -> None:
         """Remove the policies record, and with it the namespace (the caller
         has removed its topics and bundles)."""
-        if namespace in (DEFAULT, SYSTEM_NAMESPACE):
-            raise BrokerError(
-                f"namespace {namespace} is the cluster's own and cannot be deleted",
-                common_pb2.NOT_ALLOWED,
-            )
+        check_deletable(namespace)
         if not await self.metastore.delete(metadata_paths.namespace_policies(namespace)):
             raise _missing(namespace, common_pb2.NOT_FOUND)
 
@@ -337,14 +338,19 @@ class Namespaces:
             f"the policies of {name} kept changing; the change gave up", common_pb2.CONFLICT
         )
 
-    async def applied_to(self, name: TopicName) -> AppliedPolicies:
-        """What ``name`` applies now (:func:`applied_policies`)."""
-        ns = await self.read(name.namespace_name)
+    async def applied_to(
+        self, name: TopicName, namespace: NamespacePolicies | None = None
+    ) -> AppliedPolicies:
+        """What ``name`` applies now (:func:`applied_policies`); its
+        namespace's policies are read unless the caller has them."""
+        if namespace is None:
+            found = await self.read(name.namespace_name)
+            namespace = None if found is None else found[0]
         topic = await self.topic_policies(name.partitioned_topic_name)
         return applied_policies(
             name.namespace_name,
             None if topic is None else topic[0],
-            None if ns is None else ns[0].policies,
+            None if namespace is None else namespace.policies,
             self.settings,
         )
 
@@ -364,9 +370,10 @@ class Namespaces:
         n = await self.partitions_of(name)
         if n or name.is_partition or not name.is_persistent or name.is_system:
             return n
-        if not await self.exists(name.namespace_name) or await self.managed_ledger_exists(name):
+        found = await self.read(name.namespace_name)
+        if found is None or await self.managed_ledger_exists(name):
             return 0
-        auto = (await self.applied_to(name)).auto_topic_creation
+        auto = (await self.applied_to(name, found[0])).auto_topic_creation
         if not (auto.allow and auto.partitioned):
             return 0
         try:
@@ -434,9 +441,12 @@ class Namespaces:
                 common_pb2.NOT_ALLOWED,
             ) from None
 
-    async def partitioned_topics(self, namespace: str) -> list[TopicName]:
+    async def partitioned_topics(
+        self, namespace: str, domains: Iterable[str] = DOMAINS
+    ) -> list[TopicName]:
+        """The partitioned topics of ``namespace`` in ``domains`` (their parents)."""
         found = []
-        for domain in DOMAINS:
+        for domain in domains:
             for base in await self.metastore.children(
                 metadata_paths.partitioned_topics_of(namespace, domain)
             ):
@@ -491,18 +501,14 @@ class Namespaces:
             raise _missing(namespace)
         wanted = [d for d in DOMAINS if d in set(domains)]
         found: set[str] = set()
-        for domain in wanted:
-            for base in await self.metastore.children(
-                metadata_paths.partitioned_topics_of(namespace, domain)
+        for parent in await self.partitioned_topics(namespace, wanted):
+            n = await self.partitions_of(parent)
+            found.update(parent.partition(i).full_name for i in range(n))
+        if PERSISTENT in wanted:
+            for local in await self.metastore.children(
+                metadata_paths.managed_ledgers_of(namespace, PERSISTENT)
             ):
-                parent = TopicName.parse(f"{domain}://{namespace}/{base}")
-                n = await self.partitions_of(parent)
-                found.update(parent.partition(i).full_name for i in range(n))
-            if domain == PERSISTENT:
-                for local in await self.metastore.children(
-                    metadata_paths.managed_ledgers_of(namespace, domain)
-                ):
-                    found.add(f"{domain}://{namespace}/{local}")
+                found.add(f"{PERSISTENT}://{namespace}/{local}")
         if NON_PERSISTENT in wanted:
             found.update(
                 t.full_name for t in active if not t.is_persistent and t.namespace_name == namespace

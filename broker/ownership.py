@@ -142,7 +142,7 @@ class Ownership:
     async def forget_namespace(self, ns: str) -> None:
         """A deleted namespace: its bundle records (released first) go."""
         self.forget_bundles(ns)
-        for name in await self.metastore.children(metadata_paths.bundle(ns, "")[:-1]):
+        for name in await self.metastore.children(metadata_paths.bundles_of(ns)):
             await self.metastore.delete(metadata_paths.bundle(ns, name))
 
     def cached_bundle_key(self, name: TopicName) -> str | None:

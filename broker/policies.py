@@ -36,7 +36,6 @@ from typing import Any
 
 from broker.ledger_rules import RetentionPolicy
 from broker.policy_values import (
-    MB,
     AutoTopicCreation,
     BacklogQuota,
     BacklogQuotaPolicy,
@@ -60,6 +59,7 @@ from broker.policy_values import (
     read_publish_rate,
     read_retention,
     read_subscribe_rate,
+    retention_from,
     write_auto_subscription_creation,
     write_auto_topic_creation,
     write_backlog_quotas,
@@ -193,10 +193,7 @@ def _default_quotas(s: BrokerSettings) -> dict[BacklogQuotaType, BacklogQuota]:
 
 
 def _default_retention(s: BrokerSettings) -> RetentionPolicy:
-    minutes, size_mb = s.default_retention_time_in_minutes, s.default_retention_size_in_mb
-    return RetentionPolicy(
-        -1.0 if minutes < 0 else minutes * 60.0, -1 if size_mb < 0 else size_mb * MB
-    )
+    return retention_from(s.default_retention_time_in_minutes, s.default_retention_size_in_mb)
 
 
 # fmt: off

@@ -16,7 +16,7 @@ from typing import Any
 
 from bookie.ledger_client import LedgerClient
 from broker.errors import BrokerError
-from broker.namespaces import Namespaces, applied_policies, parse_namespace
+from broker.namespaces import NamespacePolicies, Namespaces, applied_policies, parse_namespace
 from broker.policies import (
     BY_ATTR,
     BacklogQuotaType,
@@ -25,7 +25,7 @@ from broker.policies import (
     PolicyField,
     field_by_verb,
 )
-from broker.policy_values import read_backlog_quota
+from broker.policy_values import read_backlog_quota, read_bool, read_enum
 from broker.tenants import TenantInfo, parse_tenant
 from protos import common_pb2
 from protos.topic_name import TopicName
@@ -37,22 +37,6 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise BrokerError(f"{what} = {value!r} is not a list of names", common_pb2.INVALID_ARGUMENT)
     return tuple(value)
-
-
-def _flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise BrokerError(f"{what} = {value!r} is not true or false", common_pb2.INVALID_ARGUMENT)
-    return value
-
-
-def _quota_type(value: Any) -> BacklogQuotaType:
-    try:
-        return BacklogQuotaType(value)
-    except ValueError:
-        allowed = ", ".join(t.value for t in BacklogQuotaType)
-        raise BrokerError(
-            f"backlog quota type {value!r} is not one of {allowed}", common_pb2.INVALID_ARGUMENT
-        ) from None
 
 
 class PolicyAdministration:
@@ -121,16 +105,17 @@ class PolicyAdministration:
 
     # ------------------------------------------------------------ policies
 
-    async def _topic_level(self, topic: str) -> TopicName:
-        """A topic whose policies can be set: its namespace and the topic exist."""
+    async def _topic_level(self, topic: str) -> tuple[TopicName, NamespacePolicies]:
+        """A topic whose policies can be set (its namespace and the topic
+        exist), and its namespace's policies."""
         name = TopicName.parse(topic).partitioned_topic_name
-        await self.namespaces.policies(name.namespace_name, common_pb2.NOT_FOUND)
+        ns = await self.namespaces.policies(name.namespace_name, common_pb2.NOT_FOUND)
         if not (
             await self.namespaces.partitions_of(name)
             or await self.namespaces.managed_ledger_exists(name)
         ):
             raise BrokerError(f"topic {name} does not exist", common_pb2.NOT_FOUND)
-        return name
+        return name, ns
 
     async def _check(self, f: PolicyField, value: Any) -> Any:
         """Read a new value (validated); persistence also needs enough writable bookies."""
@@ -150,17 +135,16 @@ class PolicyAdministration:
         """One policy's value at the namespace or topic level (null when not
         set there), or with ``applied`` the value that level applies."""
         f = field_by_verb(policy, bool(topic))
+        own = None
         if topic:
-            name = await self._topic_level(topic)
+            name, ns = await self._topic_level(topic)
+            where = name.namespace_name
             found = await self.namespaces.topic_policies(name)
             own = None if found is None else found[0]
-            ns = await self.namespaces.policies(name.namespace_name, common_pb2.NOT_FOUND)
         else:
-            name = None
-            own = None
-            ns = await self.namespaces.policies(parse_namespace(namespace), common_pb2.NOT_FOUND)
-        if _flag(applied, "applied"):
-            where = name.namespace_name if name is not None else parse_namespace(namespace)
+            where = parse_namespace(namespace)
+            ns = await self.namespaces.policies(where, common_pb2.NOT_FOUND)
+        if read_bool(applied, "applied"):
             effective = applied_policies(where, own, ns.policies, self.namespaces.settings)
             return f.write(getattr(effective, f.attr))
         level = own if topic else ns.policies
@@ -192,7 +176,11 @@ class PolicyAdministration:
         of another policy (or another quota type) is never lost."""
         f = field_by_verb(policy, bool(topic))
         if f is BY_ATTR["backlog_quotas"]:
-            kind = _quota_type(quota_type or BacklogQuotaType.DESTINATION_STORAGE.value)
+            kind = read_enum(
+                BacklogQuotaType,
+                quota_type or BacklogQuotaType.DESTINATION_STORAGE.value,
+                "backlog quota type",
+            )
             quota = None if remove else read_backlog_quota(value)
 
             def change(p: Policies) -> Policies:
@@ -210,7 +198,7 @@ class PolicyAdministration:
                 return p.with_value(f.attr, typed)
 
         if topic:
-            name = await self._topic_level(topic)
+            name, _ = await self._topic_level(topic)
             result = getattr(await self.namespaces.update_topic_policies(name, change), f.attr)
         else:
             ns = parse_namespace(namespace)

@@ -173,6 +173,11 @@ def read_retention(value: Any) -> RetentionPolicy:
             f"retention of {minutes} minutes and {size_mb} MB: time and size are both 0 "
             "(keep nothing once consumed) or both non-zero (-1 = no limit of that kind)"
         )
+    return retention_from(minutes, size_mb)
+
+
+def retention_from(minutes: int, size_mb: int) -> RetentionPolicy:
+    """Pulsar's retention units (minutes, MB; -1 = no limit) in seconds and bytes."""
     return RetentionPolicy(
         -1.0 if minutes < 0 else minutes * 60.0, -1 if size_mb < 0 else size_mb * MB
     )

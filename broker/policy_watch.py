@@ -23,25 +23,12 @@ from broker.ownership import Ownership
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient, WatchEvent
 from protos import metadata_paths
-from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 WATCH_PREFIX = "/admin/"
 RETRY_S_MIN = 0.1
 RETRY_S_MAX = 5.0
-
-
-def topic_of_override(key: str) -> TopicName | None:
-    """The topic of a ``/admin/topic-policies/t/ns/domain/topic`` key."""
-    parts = key.removeprefix(metadata_paths.TOPIC_POLICIES + "/").split("/", 3)
-    if len(parts) != 4:
-        return None
-    tenant, ns, domain, local = parts
-    try:
-        return TopicName.parse(f"{domain}://{tenant}/{ns}/{local}")
-    except ValueError:
-        return None
 
 
 class PolicyWatch:
@@ -85,7 +72,7 @@ class PolicyWatch:
                 await self.topics.reapply_policies(namespace=namespace)
             self.events += 1
         elif key.startswith(metadata_paths.TOPIC_POLICIES + "/"):
-            name = topic_of_override(key)
+            name = metadata_paths.topic_of_policies_key(key)
             if name is not None:
                 await self.topics.reapply_policies(topic=name)
                 self.events += 1

@@ -67,6 +67,14 @@ def parse_tenant(name: str) -> str:
     return name
 
 
+def check_deletable(name: str) -> None:
+    """``public`` and the system tenant are the cluster's own: NOT_ALLOWED."""
+    if name in (DEFAULT_TENANT, SYSTEM_TENANT):
+        raise BrokerError(
+            f"tenant {name} is the cluster's own and cannot be deleted", common_pb2.NOT_ALLOWED
+        )
+
+
 def tenant_missing(name: str) -> BrokerError:
     return BrokerError(f"tenant {name} does not exist", common_pb2.NOT_FOUND)
 
@@ -134,10 +142,7 @@ class Tenants:
 
     async def delete(self, name: str) -> None:
         """Delete the record (the caller checked that no namespace is left)."""
-        if name in (DEFAULT_TENANT, SYSTEM_TENANT):
-            raise BrokerError(
-                f"tenant {name} is the cluster's own and cannot be deleted", common_pb2.NOT_ALLOWED
-            )
+        check_deletable(name)
         if not await self.metastore.delete(metadata_paths.tenant(parse_tenant(name))):
             raise tenant_missing(name)
 

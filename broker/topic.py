@@ -46,6 +46,13 @@ Position = tuple[int, int]
 MAX_INT64 = (1 << 63) - 1  # MessageId.latest's ledger id
 
 
+def apply_to_ledger(ledger: ManagedLedger, policies: AppliedPolicies) -> None:
+    """Retention, and the quorums of the ledgers it makes from now on."""
+    p = policies.persistence
+    ledger.quorums = (p.ensemble, p.write_quorum, p.ack_quorum)
+    ledger.retention = policies.retention
+
+
 class TopicBase:
     """What persistent and non-persistent topics share."""
 
@@ -497,9 +504,7 @@ class Topic(TopicBase):
         """As the base, and: retention and persistence (for the next ledger)
         go to the managed ledger, deduplication turns on or off."""
         await super().apply_policies(policies)
-        p = policies.persistence
-        self.ledger.quorums = (p.ensemble, p.write_quorum, p.ack_quorum)
-        self.ledger.retention = policies.retention
+        apply_to_ledger(self.ledger, policies)
         if policies.deduplication_enabled and not self.dedup.enabled:
             await self.enable_dedup()
         elif not policies.deduplication_enabled and self.dedup.enabled:

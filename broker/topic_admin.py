@@ -20,7 +20,7 @@ from typing import Any
 from broker.dispatcher import entry_facts
 from broker.errors import BrokerError
 from broker.subscription import Subscription
-from broker.topic import Topic
+from broker.topic import Topic, TopicBase
 from broker.topics import TopicRegistry
 from protos import common_pb2
 from protos.message_id import MessageId
@@ -42,24 +42,32 @@ def _count(value: Any, what: str, lowest: int, highest: int) -> int:
     return value
 
 
+def persistent(found: TopicBase) -> Topic:
+    """``found`` as a persistent topic; NOT_ALLOWED for a non-persistent one."""
+    if not isinstance(found, Topic):
+        raise BrokerError(
+            f"{found.name} is non-persistent: it keeps no cursor or ledger", common_pb2.NOT_ALLOWED
+        )
+    return found
+
+
+def subscription_of(found: TopicBase, subscription: str) -> Subscription:
+    """A subscription of ``found``; NOT_FOUND naming it when there is none."""
+    sub = found.subscriptions.get(subscription)
+    if sub is None:
+        raise BrokerError(
+            f"subscription {subscription!r} does not exist on {found.name}", common_pb2.NOT_FOUND
+        )
+    return sub
+
+
 class TopicAdministration:
     def __init__(self, topics: TopicRegistry) -> None:
         self.topics = topics
 
     async def _subscription(self, topic: str, subscription: str) -> tuple[Topic, Subscription]:
-        found = await self.topics.existing_topic(TopicName.parse(topic))
-        if not isinstance(found, Topic):
-            raise BrokerError(
-                f"{found.name} is non-persistent: there is no cursor to move or read",
-                common_pb2.NOT_ALLOWED,
-            )
-        sub = found.subscriptions.get(subscription)
-        if sub is None:
-            raise BrokerError(
-                f"subscription {subscription!r} does not exist on {found.name}",
-                common_pb2.NOT_FOUND,
-            )
-        return found, sub
+        found = persistent(await self.topics.existing_topic(TopicName.parse(topic)))
+        return found, subscription_of(found, subscription)
 
     async def _unacked(
         self, topic: Topic, sub: Subscription, most: int
@@ -79,12 +87,7 @@ class TopicAdministration:
         return out[:most]
 
     async def stats_internal(self, topic: str) -> dict[str, Any]:
-        found = await self.topics.existing_topic(TopicName.parse(topic))
-        if not isinstance(found, Topic):
-            raise BrokerError(
-                f"{found.name} is non-persistent: it has no managed ledger", common_pb2.NOT_ALLOWED
-            )
-        return internal_stats(found)
+        return internal_stats(persistent(await self.topics.existing_topic(TopicName.parse(topic))))
 
     async def peek_messages(self, topic: str, subscription: str, count: Any = 1) -> dict[str, Any]:
         n = _count(count, "count", 1, MAX_PEEK)

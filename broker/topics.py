@@ -30,13 +30,13 @@ from broker.ledger_rules import RolloverPolicy
 from broker.managed_ledger import ManagedLedger
 from broker.message_counts import TableBudget
 from broker.metrics import BrokerMetrics, TopicMetrics
-from broker.namespaces import Namespaces
+from broker.namespaces import NamespacePolicies, Namespaces
 from broker.non_persistent import NonPersistentTopic
 from broker.ownership import Ownership, bundle_key
 from broker.quota_enforcement import QuotaGuard
 from broker.settings import BrokerSettings
 from broker.termination import load_termination
-from broker.topic import Topic, TopicBase
+from broker.topic import Topic, TopicBase, apply_to_ledger
 from metastore.client import MetastoreClient
 from protos import common_pb2, metadata_paths
 from protos.topic_name import TopicName
@@ -149,13 +149,14 @@ class TopicRegistry:
         return [t.name for t in self.topics.values()]
 
     async def _load(self, name: TopicName) -> TopicBase:
-        if not await self.namespaces.exists(name.namespace_name):
+        found = await self.namespaces.read(name.namespace_name)
+        if found is None:
             raise BrokerError(
                 f"{name}: namespace {name.namespace_name} does not exist",
                 common_pb2.TOPIC_NOT_FOUND,
             )
         await self.namespaces.check_partitioned(name)
-        policies = await self.namespaces.applied_to(name)
+        policies = await self.namespaces.applied_to(name, found[0])
         if not name.is_persistent:
             plain = NonPersistentTopic(name, self.settings, self.metrics.topic(name))
             await plain.apply_policies(policies)
@@ -165,9 +166,7 @@ class TopicRegistry:
             await self.namespaces.check_may_create(name, policies)
         metrics = self.metrics.topic(name)
         ledger = self._managed_ledger(name, metrics)
-        p = policies.persistence
-        ledger.quorums = (p.ensemble, p.write_quorum, p.ack_quorum)
-        ledger.retention = policies.retention
+        apply_to_ledger(ledger, policies)  # before it opens: its first ledger follows them
         try:
             await ledger.open()
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
@@ -213,12 +212,18 @@ class TopicRegistry:
             return topic is None or name.partitioned_topic_name == topic
 
         self._changed_while_loading.update(n for n in self._loading if touched(TopicName.parse(n)))
+        namespaces: dict[str, NamespacePolicies | None] = {}  # each read once
         for loaded in list(self.topics.values()):
             name = loaded.name
             if not touched(name):
                 continue
             try:
-                await loaded.apply_policies(await self.namespaces.applied_to(name))
+                if name.namespace_name not in namespaces:
+                    found = await self.namespaces.read(name.namespace_name)
+                    namespaces[name.namespace_name] = None if found is None else found[0]
+                ns = namespaces[name.namespace_name]
+                if ns is not None:  # else deleted: its topics are closing
+                    await loaded.apply_policies(await self.namespaces.applied_to(name, ns))
             except Exception:
                 log.exception("applying the policies of %s failed", name)
 

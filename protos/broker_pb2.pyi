@@ -436,20 +436,6 @@ class KeySharedLookupRequest(_message.Message):
     hash: int
     def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., key: _Optional[str] = ..., hash: _Optional[int] = ...) -> None: ...
 
-class SetNamespaceDeduplicationRequest(_message.Message):
-    __slots__ = ("namespace", "enabled")
-    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
-    ENABLED_FIELD_NUMBER: _ClassVar[int]
-    namespace: str
-    enabled: bool
-    def __init__(self, namespace: _Optional[str] = ..., enabled: _Optional[bool] = ...) -> None: ...
-
-class TopicStatsRequest(_message.Message):
-    __slots__ = ("topic",)
-    TOPIC_FIELD_NUMBER: _ClassVar[int]
-    topic: str
-    def __init__(self, topic: _Optional[str] = ...) -> None: ...
-
 class JsonResponse(_message.Message):
     __slots__ = ("error", "json")
     ERROR_FIELD_NUMBER: _ClassVar[int]

@@ -285,16 +285,6 @@ class BrokerAdminStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.TopicStats = channel.unary_unary(
-                '/magnetar.BrokerAdmin/TopicStats',
-                request_serializer=protos_dot_broker__pb2.TopicStatsRequest.SerializeToString,
-                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
-                _registered_method=True)
-        self.SetNamespaceDeduplication = channel.unary_unary(
-                '/magnetar.BrokerAdmin/SetNamespaceDeduplication',
-                request_serializer=protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.SerializeToString,
-                response_deserializer=protos_dot_broker__pb2.JsonResponse.FromString,
-                _registered_method=True)
         self.KeySharedLookup = channel.unary_unary(
                 '/magnetar.BrokerAdmin/KeySharedLookup',
                 request_serializer=protos_dot_broker__pb2.KeySharedLookupRequest.SerializeToString,
@@ -346,19 +336,6 @@ class BrokerAdminServicer:
     """Administration (pulsar-admin's groups); answers are JSON documents with
     Pulsar's field names.
     """
-
-    def TopicStats(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SetNamespaceDeduplication(self, request, context):
-        """namespaces set-deduplication: the namespace policy overrides the broker's.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
 
     def KeySharedLookup(self, request, context):
         """Key_Shared troubleshooting (beyond pulsar-admin): a key's or hash's
@@ -431,16 +408,6 @@ class BrokerAdminServicer:
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'TopicStats': grpc.unary_unary_rpc_method_handler(
-                    servicer.TopicStats,
-                    request_deserializer=protos_dot_broker__pb2.TopicStatsRequest.FromString,
-                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
-            ),
-            'SetNamespaceDeduplication': grpc.unary_unary_rpc_method_handler(
-                    servicer.SetNamespaceDeduplication,
-                    request_deserializer=protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.FromString,
-                    response_serializer=protos_dot_broker__pb2.JsonResponse.SerializeToString,
-            ),
             'KeySharedLookup': grpc.unary_unary_rpc_method_handler(
                     servicer.KeySharedLookup,
                     request_deserializer=protos_dot_broker__pb2.KeySharedLookupRequest.FromString,
@@ -498,60 +465,6 @@ class BrokerAdmin:
     """Administration (pulsar-admin's groups); answers are JSON documents with
     Pulsar's field names.
     """
-
-    @staticmethod
-    def TopicStats(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/magnetar.BrokerAdmin/TopicStats',
-            protos_dot_broker__pb2.TopicStatsRequest.SerializeToString,
-            protos_dot_broker__pb2.JsonResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SetNamespaceDeduplication(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/magnetar.BrokerAdmin/SetNamespaceDeduplication',
-            protos_dot_broker__pb2.SetNamespaceDeduplicationRequest.SerializeToString,
-            protos_dot_broker__pb2.JsonResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def KeySharedLookup(request,

@@ -64,9 +64,19 @@ def topic_policies(name: TopicName) -> str:
     return f"{TOPIC_POLICIES}/{name.persistence_path}"
 
 
-def topic_policies_of(namespace: str) -> str:
-    """The prefix of a namespace's topic policy overrides."""
-    return f"{TOPIC_POLICIES}/{namespace}/"
+def topic_of_policies_key(key: str) -> TopicName | None:
+    """The topic of a ``/admin/topic-policies/t/ns/domain/topic`` key (None
+    for any other key)."""
+    if not key.startswith(TOPIC_POLICIES + "/"):
+        return None
+    parts = key.removeprefix(TOPIC_POLICIES + "/").split("/", 3)
+    if len(parts) != 4:
+        return None
+    tenant, ns, domain, local = parts
+    try:
+        return TopicName.parse(f"{domain}://{tenant}/{ns}/{local}")
+    except ValueError:
+        return None
 
 
 def partitioned_topic(name: TopicName) -> str:
@@ -81,6 +91,11 @@ def partitioned_topics_of(namespace: str, domain: str) -> str:
 def bundle(namespace: str, bundle_name: str) -> str:
     """The record of one bundle (``0xLOWER_0xUPPER``) of ``namespace``."""
     return f"{BUNDLES}{namespace}/{bundle_name}"
+
+
+def bundles_of(namespace: str) -> str:
+    """The parent of a namespace's bundle records (list its children)."""
+    return f"{BUNDLES}{namespace}"
 
 
 def bundle_path(key: str) -> str:

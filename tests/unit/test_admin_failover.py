@@ -30,11 +30,6 @@ class _Admin(broker_pb2_grpc.BrokerAdminServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, "shutting down")
         return broker_pb2.JsonResponse(json=json.dumps({"from": id(self)}))
 
-    def TopicStats(
-        self, request: broker_pb2.TopicStatsRequest, context: grpc.ServicerContext
-    ) -> broker_pb2.JsonResponse:
-        return self._answer("TopicStats", context)
-
     def CreatePartitionedTopic(
         self, request: broker_pb2.CreatePartitionedTopicRequest, context: grpc.ServicerContext
     ) -> broker_pb2.JsonResponse:
