@@ -20,7 +20,7 @@ import time
 
 from hdrh.histogram import HdrHistogram
 
-from client import Client, InitialPosition, Result
+from client import AuthenticationToken, Client, InitialPosition, Result
 
 
 def hist() -> HdrHistogram:
@@ -31,10 +31,12 @@ def pct(h: HdrHistogram) -> dict[str, float]:
     return {f"p{p}": round(h.get_value_at_percentile(p) / 1000, 3) for p in (50, 99, 99.9)}
 
 
-def run_sync(url: str, topic: str, size: int, n: int, max_s: float) -> dict:
+def run_sync(
+    url: str, topic: str, size: int, n: int, max_s: float, client: dict | None = None
+) -> dict:
     payload = b"x" * size
     h = hist()
-    with Client(url) as c:
+    with Client(url, **(client or {})) as c:
         p = c.create_producer(topic, batching_enabled=False)
         p.send(payload)
         cpu0, t0 = time.process_time(), time.perf_counter()
@@ -55,14 +57,22 @@ def run_sync(url: str, topic: str, size: int, n: int, max_s: float) -> dict:
     }
 
 
-def run_pipelined(url: str, topic: str, size: int, n: int, max_s: float, window: int) -> dict:
+def run_pipelined(
+    url: str,
+    topic: str,
+    size: int,
+    n: int,
+    max_s: float,
+    window: int,
+    client: dict | None = None,
+) -> dict:
     payload = b"x" * size
     h = hist()
     acked = [0]
     errors = [0]
     sent_target = [n]
     all_done = threading.Event()
-    with Client(url) as c:
+    with Client(url, **(client or {})) as c:
         p = c.create_producer(topic, block_if_queue_full=True, max_pending_messages=window)
         cpu0, t0 = time.process_time(), time.perf_counter()
         sent = 0
@@ -95,11 +105,13 @@ def run_pipelined(url: str, topic: str, size: int, n: int, max_s: float, window:
     }
 
 
-def run_e2e_rate(url: str, topic: str, size: int, rate: int, seconds: float) -> dict:
+def run_e2e_rate(
+    url: str, topic: str, size: int, rate: int, seconds: float, client: dict | None = None
+) -> dict:
     total = int(rate * seconds)
     h = hist()
     received = [0]
-    with Client(url) as c:
+    with Client(url, **(client or {})) as c:
         consumer = c.subscribe(topic, "bench", initial_position=InitialPosition.Latest)
         producer = c.create_producer(topic, batching_max_publish_delay_ms=1)
 
@@ -143,14 +155,18 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=2000)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--max-seconds", type=float, default=20.0)
+    ap.add_argument("--token", help="Authenticate with this token (docs/security.md).")
     a = ap.parse_args()
     with open(a.endpoints) as f:
         url = a.service_url or json.load(f)["service_url"]
     run = time.strftime("%H%M%S")
+    client = {"authentication": AuthenticationToken(a.token)} if a.token else {}
     for res in (
-        run_sync(url, f"bench-sync-{run}", a.size, a.sync_n, a.max_seconds),
-        run_pipelined(url, f"bench-pipe-{run}", a.size, a.pipelined_n, a.max_seconds, a.window),
-        run_e2e_rate(url, f"bench-e2e-{run}", a.size, a.rate, a.seconds),
+        run_sync(url, f"bench-sync-{run}", a.size, a.sync_n, a.max_seconds, client),
+        run_pipelined(
+            url, f"bench-pipe-{run}", a.size, a.pipelined_n, a.max_seconds, a.window, client
+        ),
+        run_e2e_rate(url, f"bench-e2e-{run}", a.size, a.rate, a.seconds, client),
     ):
         print(json.dumps(res), flush=True)
 

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from bookie.bookie_connection import BookieConnection
 from bookie.ledger_metadata import LedgerMetadata
+from protos.credentials import TokenSupplier
 
 
 @dataclass
@@ -32,6 +33,8 @@ class LedgerClientSettings:
     # single entry goes alone); gRPC messages are bounded at 16 MiB.
     max_add_request_bytes: int = 4 << 20
     rng: random.Random = field(default_factory=random.Random)
+    # The token every call to a bookie carries (broker_client_auth_params).
+    token: TokenSupplier | None = None
 
 
 class ClientContext(Protocol):

@@ -89,7 +89,9 @@ class LedgerClient:
                     f"{len(self._connections)} bookie connections open; the limit is "
                     f"{self.settings.max_connections}"
                 )
-            conn = self._connections[address] = BookieConnection(address, self.settings.timeout_s)
+            conn = self._connections[address] = BookieConnection(
+                address, self.settings.timeout_s, self.settings.token
+            )
         return conn
 
     async def close(self) -> None:

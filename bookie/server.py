@@ -32,6 +32,7 @@ from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
 from protos.http_endpoint import HttpEndpoint
+from protos.security_settings import add_cluster_servicer, client_token
 
 log = logging.getLogger("bookie")
 
@@ -448,10 +449,12 @@ async def start_grpc(
     gRPC port, HTTP endpoint and its port."""
     server = grpc.aio.server(options=serving.grpc_options())
     # Add requests are read without copying their entries (protos/add_request.py).
-    serving.add_servicer(
+    add_cluster_servicer(
         server,
         service,
-        bookie_pb2.DESCRIPTOR.services_by_name["Bookie"],
+        bookie_pb2.DESCRIPTOR,
+        "Bookie",
+        settings,
         {"AddEntries": decode_add_request},
     )
     health = serving.add_health(server)
@@ -491,7 +494,9 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     address = f"{serving.advertised(settings.bind_address, settings.advertised_address)}:{port}"
-    metastore = MetastoreClient(settings.metastore)
+    metastore = MetastoreClient(
+        settings.metastore, token=client_token(settings.broker_client_auth_params)
+    )
     try:
         await check_cookie(metastore, data_dir, bookie_id)
     except SystemExit:

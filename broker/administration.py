@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bookie.ledger_client import LedgerClient
-from broker import peer_brokers
 from broker.bundle_state import BundleState
 from broker.bundles import BundleRange, InvalidBundleError
 from broker.errors import BrokerError
@@ -26,6 +25,8 @@ from broker.expiry import expire_subscription
 from broker.namespaces import Namespaces, parse_namespace
 from broker.namespaces import check_deletable as check_namespace_deletable
 from broker.ownership import NotOwnerError, Ownership, bundle_key
+from broker.peer_brokers import PeerBrokers
+from broker.permission_admin import PermissionAdministration
 from broker.policy_admin import PolicyAdministration
 from broker.policy_values import read_bool
 from broker.stats import key_shared_lookup_of, sum_stats, topic_stats
@@ -56,14 +57,17 @@ class Administration:
         topics: TopicRegistry,
         namespaces: Namespaces,
         ownership: Ownership,
+        peers: PeerBrokers,
         ledgers: LedgerClient | None = None,
     ) -> None:
+        self.peers = peers
         self.topics = topics
         self.namespaces = namespaces
         self.ownership = ownership
         self.policies = PolicyAdministration(namespaces, ledgers or topics.ledgers)
         p = self.policies
         cursors = TopicAdministration(topics)
+        grants = PermissionAdministration(namespaces)
         self.operations: dict[str, Operation] = {
             "tenants.list": p.tenants_list,
             "tenants.get": p.tenants_get,
@@ -77,10 +81,18 @@ class Administration:
             "namespaces.delete": self.namespaces_delete,
             "namespaces.clear-backlog": self.namespaces_clear_backlog,
             "namespaces.unsubscribe": self.namespaces_unsubscribe,
+            "namespaces.permissions": grants.namespace_permissions,
+            "namespaces.grant-permission": grants.grant_namespace,
+            "namespaces.revoke-permission": grants.revoke_namespace,
+            "namespaces.grant-subscription-permission": grants.grant_subscription,
+            "namespaces.revoke-subscription-permission": grants.revoke_subscription,
             "policies.get": p.get_policy,
             "policies.set": p.set_policy,
             "policies.remove": p.remove_policy,
             "topics.delete": self.topics_delete,
+            "topics.permissions": grants.topic_permissions,
+            "topics.grant-permission": grants.grant_topic,
+            "topics.revoke-permission": grants.revoke_topic,
             "topics.unsubscribe": self.topics_unsubscribe,
             "topics.clear-backlog": self.topics_clear_backlog,
             "topics.stats": self.topic_stats,
@@ -116,7 +128,7 @@ class Administration:
         except NotOwnerError as exc:
             if forwarded or not exc.owner:
                 raise
-            return await peer_brokers.call(exc.owner, operation, arguments)
+            return await self.peers.call(exc.owner, operation, arguments)
 
     # ------------------------------------------------------------ topics
 
@@ -416,7 +428,7 @@ class Administration:
             if record.broker == self.ownership.address:
                 await self.topics.unload_bundle(bundle_key(ns, b))
             else:
-                await peer_brokers.unload(record.broker, ns, b.name)
+                await self.peers.unload(record.broker, ns, b.name)
             unloaded.append(b.name)
         return {"unloaded": unloaded}
 
@@ -426,7 +438,7 @@ class Administration:
         target = await self._bundle(ns, bundle)
         owner = await self.ownership.own(ns, target)
         if owner != self.ownership.address:
-            return await peer_brokers.split(owner, ns, bundle, unload)
+            return await self.peers.split(owner, ns, bundle, unload)
         halves = await self.topics.split_bundle(ns, target, unload)
         return {"bundle": target.name, "splitInto": halves}
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from broker.tokens_cli import tokens
 from protos.settings import SettingsError, load_settings
 
 
@@ -242,6 +243,9 @@ def health(address: str, timeout_s: float) -> None:
     serving = health_serving(address, timeout_s)
     click.echo(f"{address}: {'SERVING' if serving else 'NOT SERVING'}")
     sys.exit(0 if serving else 1)
+
+
+main.add_command(tokens)
 
 
 if __name__ == "__main__":

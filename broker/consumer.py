@@ -45,6 +45,9 @@ class Consumer:
     permits: int = 0
     closed: bool = False
     meter: Meter = field(default_factory=Meter)
+    # The authenticated role that subscribed (None: authentication is off);
+    # judged again when its grants change (broker/authorizer.py).
+    role: str | None = None
 
     def grant(self, permits: int) -> None:
         """The client can take ``permits`` more messages."""

@@ -25,6 +25,7 @@ from broker.subscription import KeySharedPolicy, Subscription
 from broker.topic import TopicBase
 from broker.topics import TopicRegistry
 from protos import broker_pb2, common_pb2
+from protos.access import CALLER_ROLE
 from protos.errors import error, error_of
 from protos.message_id import MessageId, id_data, id_fields
 from protos.topic_name import TopicName
@@ -95,6 +96,7 @@ class ConsumerStream:
         except Exception as exc:
             yield broker_pb2.ConsumerResponse(error=error_of(exc))
             return
+        consumer.role = CALLER_ROLE.get()
         yield broker_pb2.ConsumerResponse(
             subscribed=broker_pb2.Subscribed(
                 consumer_name=consumer.name, topic=topic.name.full_name

@@ -35,7 +35,6 @@ import time
 import grpc
 import psutil
 
-from broker import peer_brokers
 from broker.bundles import BundleRange
 from broker.load_decisions import (
     BrokerLoad,
@@ -48,6 +47,7 @@ from broker.load_decisions import (
     split_candidates,
 )
 from broker.ownership import Ownership, resource_weights
+from broker.peer_brokers import PeerBrokers
 from broker.settings import BrokerSettings
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient
@@ -69,8 +69,10 @@ class LoadManager:
         metastore: MetastoreClient,
         ownership: Ownership,
         topics: TopicRegistry,
+        peers: PeerBrokers,
     ) -> None:
         self.metastore = metastore
+        self.peers = peers
         self.ownership = ownership
         self.topics = topics
         s = settings
@@ -296,9 +298,9 @@ class LoadManager:
         try:
             if owner != self.address:
                 if split:
-                    await peer_brokers.split(owner, ns, name, unload_halves, ADMIN_CALL_TIMEOUT_S)
+                    await self.peers.split(owner, ns, name, unload_halves, ADMIN_CALL_TIMEOUT_S)
                 else:
-                    await peer_brokers.unload(owner, ns, name, ADMIN_CALL_TIMEOUT_S)
+                    await self.peers.unload(owner, ns, name, ADMIN_CALL_TIMEOUT_S)
             elif split:
                 await self.topics.split_bundle(ns, BundleRange.parse(name), unload_halves)
             else:

@@ -58,6 +58,7 @@ from broker.stats import TopicFigures, topic_figures
 from broker.tcp_connections import established_peers
 from broker.topics import TopicRegistry
 from protos import prometheus_text
+from protos.access import AccessCounts
 from protos.prometheus_text import Family
 
 SNAPSHOT_TOPICS_PER_TURN = 200
@@ -97,7 +98,9 @@ class MetricsExporter:
         topics: TopicRegistry,
         load_manager: LoadManager,
         broker_address: str,
+        access: AccessCounts | None = None,
     ) -> None:
+        self.access = access  # the access guard's counts (None: authentication is off)
         self.settings = settings
         self.topics = topics
         self.metrics: BrokerMetrics = topics.metrics
@@ -222,6 +225,8 @@ class MetricsExporter:
         out += load_balancer_families(labels, snap.load_report, self.metrics, snap.bundles_owned)
         out += cache_families(labels, snap.cache)
         out += connection_families(labels, *connections)
+        if self.access is not None:
+            out += self.access.families(labels.cluster)
         if self.topic_level:
             out += column_families(TOPIC_COLUMNS, rows, skip=PER_SUBSCRIPTION_ONLY)
             out += column_families(SUBSCRIPTION_COLUMNS, r.subscriptions)

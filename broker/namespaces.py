@@ -25,6 +25,7 @@ from typing import Any
 
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
+from broker.permissions import AuthPolicies
 from broker.policies import AppliedPolicies, Policies, applied
 from broker.policy_values import retention_from
 from broker.settings import BrokerSettings
@@ -58,6 +59,7 @@ class NamespacePolicies:
     policies: Policies = field(
         default_factory=Policies
     )  # what the namespace sets (broker.policies)
+    auth: AuthPolicies = field(default_factory=AuthPolicies)  # grants (broker.permissions)
     # The document as stored. Writing back keeps what this class does not
     # know (a newer broker's policies) and the stored form of an unchanged
     # field (an older document's bundle count stays a count).
@@ -72,6 +74,8 @@ class NamespacePolicies:
             doc.pop("bundles", None)
         elif not self._stored_bundles_are(self.bundles):
             doc["bundles"] = self.bundles.to_policy()
+        if not self.auth.is_empty() or "auth_policies" in doc:
+            doc["auth_policies"] = self.auth.document()
         return self.policies.into_document(doc)
 
     def _stored_bundles_are(self, bundles: NamespaceBundles) -> bool:
@@ -93,6 +97,7 @@ class NamespacePolicies:
             bundles=None if bundles is None else NamespaceBundles.from_policy(bundles, 0),
             replication_clusters=tuple(doc.get("replication_clusters", ())),
             policies=Policies.from_document(doc),
+            auth=AuthPolicies.from_document(doc.get("auth_policies")),
             stored=doc,
         )
 

@@ -12,6 +12,10 @@ the broker read its bundle boundaries again (their cache carries the
 record's version, which guards bundle acquisition against splits). A topic
 loaded later reads its policies when it loads, so nothing is missed in
 between. A failing watch is opened again after a bounded backoff.
+
+The same events keep authorization current: a changed namespace or tenant
+record is forgotten by the authorizer, and the producers and consumers of
+its topics are judged again (a revoked grant closes them).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.authorizer import BrokerAuthorizer
 from broker.ownership import Ownership
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient, WatchEvent
@@ -33,8 +38,13 @@ RETRY_S_MAX = 5.0
 
 class PolicyWatch:
     def __init__(
-        self, metastore: MetastoreClient, topics: TopicRegistry, ownership: Ownership
+        self,
+        metastore: MetastoreClient,
+        topics: TopicRegistry,
+        ownership: Ownership,
+        authorizer: BrokerAuthorizer,
     ) -> None:
+        self.authorizer = authorizer
         self.metastore = metastore
         self.topics = topics
         self.ownership = ownership
@@ -46,6 +56,8 @@ class PolicyWatch:
             watch = self.metastore.watch(WATCH_PREFIX)
             try:
                 await watch.started()
+                self.authorizer.forget()
+                await self.authorizer.recheck(self.topics.topics.values())
                 await self.topics.reapply_policies()
                 delay = RETRY_S_MIN
                 async for event in watch:
@@ -66,10 +78,17 @@ class PolicyWatch:
             # The cached boundaries carry the record's version, which
             # guards bundle acquisition against splits: read them again.
             self.ownership.forget_bundles(namespace)
+            self.authorizer.forget(namespace=namespace)
+            await self.authorizer.recheck(self.topics.topics.values(), namespace=namespace)
             if event.type == "DELETE":
                 await self.topics.close_namespace(namespace)
             else:
                 await self.topics.reapply_policies(namespace=namespace)
+            self.events += 1
+        elif key.startswith(metadata_paths.TENANTS + "/"):
+            tenant = key.removeprefix(metadata_paths.TENANTS + "/")
+            self.authorizer.forget(tenant=tenant)
+            await self.authorizer.recheck(self.topics.topics.values(), tenant=tenant)
             self.events += 1
         elif key.startswith(metadata_paths.TOPIC_POLICIES + "/"):
             name = metadata_paths.topic_of_policies_key(key)

@@ -26,6 +26,9 @@ class Producer:
     # the producer with a retryable error after the sends already taken.
     on_topic_closed: Callable[[], None] | None = None
     meter: Meter = field(default_factory=Meter)
+    # The authenticated role that created it (None: authentication is off);
+    # judged again when its grants change (broker/authorizer.py).
+    role: str | None = None
 
 
 class PublishGate(Protocol):

@@ -29,6 +29,7 @@ from broker.settings import BrokerSettings
 from broker.topic import Producer, TopicBase
 from broker.topics import TopicRegistry
 from protos import broker_pb2, common_pb2
+from protos.access import CALLER_ROLE
 from protos.errors import MagnetarServerError, error, error_of
 from protos.topic_name import TopicName
 
@@ -114,6 +115,7 @@ class ProducerStream:
         except Exception as exc:
             yield broker_pb2.ProducerResponse(error=error_of(exc))
             return
+        producer.role = CALLER_ROLE.get()
         yield broker_pb2.ProducerResponse(
             created=broker_pb2.ProducerCreated(
                 producer_name=producer.name,

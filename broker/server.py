@@ -13,14 +13,17 @@ import grpc
 from grpc_health.v1.health import HealthServicer
 
 from bookie.ledger_client import LedgerClient, LedgerClientSettings
+from broker.access_rules import BrokerGatekeeper
 from broker.admin_service import BrokerAdminService
 from broker.administration import Administration
+from broker.authorizer import BrokerAuthorizer
 from broker.housekeeping import Housekeeping
 from broker.load_manager import LoadManager
 from broker.metrics import BrokerMetrics
 from broker.metrics_export import MetricsExporter
 from broker.namespaces import Namespaces
 from broker.ownership import Ownership
+from broker.peer_brokers import PeerBrokers
 from broker.policy_watch import PolicyWatch
 from broker.service import BrokerService
 from broker.settings import BrokerSettings
@@ -28,7 +31,10 @@ from broker.stats_history import StatsHistory
 from broker.system_producer import SystemTopicProducer
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient, Session
-from protos import broker_pb2_grpc, serving
+from protos import broker_pb2, serving
+from protos.access import AccessGuard
+from protos.credentials import TokenSupplier
+from protos.security_settings import access_guard, client_token, superusers
 from protos.stats_schema import STATS_TOPIC
 
 log = logging.getLogger("broker")
@@ -49,19 +55,45 @@ class Core:
     topics: TopicRegistry
     load_manager: LoadManager
     metrics: BrokerMetrics
+    peers: PeerBrokers
+    authorizer: BrokerAuthorizer
+    guard: AccessGuard | None  # None: authentication_enabled is off
+    token: TokenSupplier | None  # what this broker's own calls carry
 
 
 def build_core(settings: BrokerSettings, address: str) -> Core:
-    metastore = MetastoreClient(settings.metastore)
+    token = client_token(settings.broker_client_auth_params)
+    metastore = MetastoreClient(settings.metastore, token=token)
     ledgers = LedgerClient(
-        metastore, LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000)
+        metastore,
+        LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000, token=token),
     )
     namespaces = Namespaces(metastore, settings)
     ownership = Ownership(metastore, namespaces, address, settings)
     metrics = BrokerMetrics(settings)
     topics = TopicRegistry(settings, metastore, ledgers, namespaces, ownership, metrics)
-    load_manager = LoadManager(settings, metastore, ownership, topics)
-    return Core(settings, metastore, ledgers, namespaces, ownership, topics, load_manager, metrics)
+    peers = PeerBrokers(token)
+    load_manager = LoadManager(settings, metastore, ownership, topics, peers)
+    authorizer = BrokerAuthorizer(
+        namespaces,
+        superusers(settings),
+        settings.authorization_cache_max_namespaces,
+        enabled=settings.authentication_enabled and settings.authorization_enabled,
+    )
+    return Core(
+        settings,
+        metastore,
+        ledgers,
+        namespaces,
+        ownership,
+        topics,
+        load_manager,
+        metrics,
+        peers,
+        authorizer,
+        access_guard(settings, BrokerGatekeeper(authorizer)),
+        token,
+    )
 
 
 class Registration:
@@ -119,6 +151,24 @@ async def _start_server(settings: BrokerSettings) -> tuple[grpc.aio.Server, Heal
     )
 
 
+def _add_services(server: grpc.aio.Server, core: Core, address: str) -> None:
+    """The client-facing and admin services, behind the access guard when
+    authentication is on (docs/security.md)."""
+    settings = core.settings
+    broker_name = f"{settings.cluster_name}-{address.rpartition(':')[2]}"
+    services = broker_pb2.DESCRIPTOR.services_by_name
+    serving.add_servicer(
+        server,
+        BrokerService(settings, core.topics, core.namespaces, core.ownership, broker_name),
+        services["Broker"],
+        guard=core.guard,
+    )
+    admin = Administration(core.topics, core.namespaces, core.ownership, core.peers)
+    serving.add_servicer(
+        server, BrokerAdminService(admin), services["BrokerAdmin"], guard=core.guard
+    )
+
+
 async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("broker", settings.log_level)
     serving.check_port_free(settings.bind_address, settings.port, "gRPC")
@@ -127,14 +177,14 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     server, health, address = await _start_server(settings)
     core = build_core(settings, address)
-    broker_name = f"{settings.cluster_name}-{address.rpartition(':')[2]}"
-    broker_pb2_grpc.add_BrokerServicer_to_server(
-        BrokerService(settings, core.topics, core.namespaces, core.ownership, broker_name), server
+    _add_services(server, core, address)
+    exporter = MetricsExporter(
+        settings,
+        core.topics,
+        core.load_manager,
+        address,
+        core.guard.counts if core.guard is not None else None,
     )
-    broker_pb2_grpc.add_BrokerAdminServicer_to_server(
-        BrokerAdminService(Administration(core.topics, core.namespaces, core.ownership)), server
-    )
-    exporter = MetricsExporter(settings, core.topics, core.load_manager, address)
     endpoint, metrics_port = await serving.start_http(
         settings.bind_address,
         settings.metrics_port,
@@ -167,13 +217,16 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
         f"stats-{address}",
         settings.stats_export_batch_max_records,
         settings.bookie_timeout_ms / 1000,
+        core.token,
     )
     history = StatsHistory(
         settings, core.topics, core.ownership, core.load_manager, core.ledgers, stats_producer.send
     )
     background = [
         *(asyncio.create_task(check) for check in Housekeeping(core.topics).tasks()),
-        asyncio.create_task(PolicyWatch(core.metastore, core.topics, core.ownership).run_forever()),
+        asyncio.create_task(
+            PolicyWatch(core.metastore, core.topics, core.ownership, core.authorizer).run_forever()
+        ),
         asyncio.create_task(core.load_manager.run_forever()),
         asyncio.create_task(exporter.roll_forever()),
         asyncio.create_task(history.run_forever()),

@@ -5,6 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protos.security_settings import (
+    authentication_enabled_setting,
+    authorization_enabled_setting,
+    broker_client_auth_params_setting,
+    superuser_roles_setting,
+    token_auth_claim_setting,
+    token_cache_max_entries_setting,
+    token_public_key_setting,
+    token_secret_key_setting,
+)
 from protos.settings import (
     advertised_address_setting,
     bind_address_setting,
@@ -373,5 +383,18 @@ class BrokerSettings:
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
     malloc_arenas: int = malloc_arenas_setting()
     session_ttl_ms: int = setting(10000, "TTL of the broker's metastore session.")
+    authentication_enabled: bool = authentication_enabled_setting()
+    authorization_enabled: bool = authorization_enabled_setting()
+    superuser_roles: str = superuser_roles_setting()
+    token_secret_key: str = token_secret_key_setting()
+    token_public_key: str = token_public_key_setting()
+    token_auth_claim: str = token_auth_claim_setting()
+    token_cache_max_entries: int = token_cache_max_entries_setting()
+    broker_client_auth_params: str = broker_client_auth_params_setting()
+    authorization_cache_max_namespaces: int = setting(
+        10000,
+        "Namespaces whose grants and tenant admins the broker remembers for authorization "
+        "(forgotten when their records change). 0 = read them for every call.",
+    )
     shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

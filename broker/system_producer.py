@@ -21,6 +21,7 @@ import grpc
 
 from broker.stats_records import Record, RecordsRefused, pack
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
+from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
 
 # Lookups that redirect to another broker before one answers.
@@ -42,7 +43,9 @@ class SystemTopicProducer:
         producer_name: str,
         max_records: int,
         timeout_s: float,
+        token: TokenSupplier | None = None,
     ) -> None:
+        self.token = token  # the broker's own (broker_client_auth_params)
         self.local_address = local_address
         self.topic = topic
         self.producer_name = producer_name
@@ -98,7 +101,7 @@ class SystemTopicProducer:
 
     async def _connect(self) -> grpc.aio.StreamStreamCall:
         owner = await self._lookup()
-        self._channel = grpc.aio.insecure_channel(owner)
+        self._channel = aio_channel(owner, (), self.token)
         call = broker_pb2_grpc.BrokerStub(self._channel).Produce()
         await call.write(
             broker_pb2.ProducerRequest(
@@ -118,7 +121,7 @@ class SystemTopicProducer:
         """The owner's address: ask this broker, then wherever it redirects."""
         address, authoritative = self.local_address, False
         for _ in range(MAX_LOOKUP_REDIRECTS + 1):
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with aio_channel(address, (), self.token) as channel:
                 resp = await broker_pb2_grpc.BrokerStub(channel).Lookup(
                     broker_pb2.LookupRequest(topic=self.topic, authoritative=authoritative),
                     timeout=self.timeout_s,

@@ -9,6 +9,7 @@
 """
 
 from client._sync import Client, Consumer, Producer, Reader
+from client.authentication import Authentication, AuthenticationToken
 from client.enums import (
     BatchingType,
     CompressionType,
@@ -34,6 +35,8 @@ from client.policies import (
 from protos.message_id import MessageId
 
 __all__ = [
+    "Authentication",
+    "AuthenticationToken",
     "BatchingType",
     "Client",
     "CompressionType",

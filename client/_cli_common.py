@@ -12,16 +12,51 @@ import click
 
 from client._units import TIME_NAMES, parse_size, parse_time
 from client.admin import Admin
+from client.authentication import AuthenticationToken
 from client.exceptions import MagnetarError
 
 DEFAULT_SERVICE_URL = "magnetar://localhost:6650"
 
 
+# The key of the command's authentication in click's context meta.
+AUTHENTICATION = "magnetar.authentication"
+TOKEN_PLUGINS = ("token", "org.apache.pulsar.client.impl.auth.AuthenticationToken")
+
+
+def authentication_of(plugin: str | None, params: str | None) -> AuthenticationToken | None:
+    """pulsar-admin's ``--auth-plugin`` / ``--auth-params`` as the SDK's authentication."""
+    if plugin is not None and plugin not in TOKEN_PLUGINS:
+        raise click.UsageError(
+            f"--auth-plugin {plugin}: only token authentication is available "
+            f"({' or '.join(TOKEN_PLUGINS)})"
+        )
+    if not params:
+        if plugin is not None:
+            raise click.UsageError(
+                "--auth-plugin needs --auth-params (token:<jwt> or file:///path)"
+            )
+        return None
+    if params.startswith("token:"):
+        token = params.removeprefix("token:").strip()
+        if not token:
+            raise click.UsageError("--auth-params token: carries no token")
+        return AuthenticationToken(token)
+    if params.startswith("file://"):
+        try:
+            return AuthenticationToken(params)
+        except MagnetarError as exc:
+            raise click.UsageError(f"--auth-params: {exc}") from None
+    raise click.UsageError("--auth-params: give token:<jwt> or file:///path/to/token")
+
+
 def admin_call(service_url: str, fn: Callable[[Admin], object]) -> None:
     """Print ``fn``'s answer as JSON (``null`` for None); an SDK error prints
-    ``Error: <PulsarName>: <message>`` and exits 1."""
+    ``Error: <PulsarName>: <message>`` and exits 1. The authentication is
+    the command's (``--auth-params``)."""
+    ctx = click.get_current_context(silent=True)
+    authentication = ctx.meta.get(AUTHENTICATION) if ctx is not None else None
     try:
-        with Admin(service_url) as a:
+        with Admin(service_url, authentication=authentication) as a:
             click.echo(json.dumps(fn(a), indent=2, sort_keys=True))
     except MagnetarError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None

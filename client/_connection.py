@@ -9,14 +9,22 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
 from client._service_brokers import ServiceBrokers, try_next
-from client.exceptions import ConnectError, InvalidUrl, MagnetarError, from_wire
+from client.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    ConnectError,
+    InvalidUrl,
+    MagnetarError,
+    from_wire,
+)
 from client.exceptions import LookupError as MagnetarLookupError
 from protos import broker_pb2, broker_pb2_grpc, channel, common_pb2
+from protos.credentials import TokenSupplier, aio_channel
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +89,12 @@ _CANNOT_CONNECT = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConne
 class Connection:
     """One channel to a broker; producers and consumers share it."""
 
-    def __init__(self, address: str, connection_timeout_ms: int) -> None:
+    def __init__(
+        self, address: str, connection_timeout_ms: int, token: TokenSupplier | None = None
+    ) -> None:
         self.address = address
         self.connection_timeout_s = connection_timeout_ms / 1000
-        self.channel = grpc.aio.insecure_channel(address, options=channel_options())
+        self.channel = aio_channel(address, channel_options(), token)
         self.stub = broker_pb2_grpc.BrokerStub(self.channel)
 
     async def ensure_ready(self, timeout_s: float | None = None) -> None:
@@ -118,14 +128,44 @@ class Connection:
         await self.channel.close()
 
 
-def rpc_failure(address: str, exc: grpc.RpcError) -> ConnectError:
-    """A gRPC failure as the SDK's typed error (the broker's own errors
-    arrive as answers, never as gRPC statuses)."""
-    code = exc.code() if isinstance(exc, grpc.Call) else None
-    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+# The gRPC statuses of a refused call (the broker's access guard,
+# protos/access.py): the SDK's typed errors, never retried.
+REFUSALS: dict[grpc.StatusCode, type[MagnetarError]] = {
+    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
+    grpc.StatusCode.PERMISSION_DENIED: AuthorizationError,
+}
+
+
+def rpc_failure(address: str, exc: grpc.RpcError) -> MagnetarError:
+    """A gRPC failure as the SDK's typed error: AuthenticationError or
+    AuthorizationError for a refused call, else ConnectError (the broker's
+    own errors arrive as answers, never as gRPC statuses)."""
+    # A blocking call's error is a grpc.Call; an asyncio one (AioRpcError) is not.
+    code = exc.code() if isinstance(exc, grpc.Call | grpc.aio.AioRpcError) else None
+    details = exc.details() if isinstance(exc, grpc.Call | grpc.aio.AioRpcError) else str(exc)
+    refused = REFUSALS.get(code) if code is not None else None
+    if refused is not None:
+        return refused(f"broker {address}: {details}")
     return ConnectError(
         f"broker {address}: {code.name if code else 'failed'} {details or ''}".strip()
     )
+
+
+async def open_stream(connection: Connection, call: Any, first: Any) -> Any:
+    """Send a stream's first request and read the broker's first answer
+    (grpc.aio.EOF when it ended the stream); a gRPC failure becomes the
+    SDK's typed error (rpc_failure)."""
+    try:
+        await call.write(first)
+        return await call.read()
+    except grpc.aio.AioRpcError as exc:
+        # A broker that refuses the call at once may end it before the
+        # first write lands: the write then fails without the call's own
+        # status, which the call still has.
+        code = await call.code()
+        if code in REFUSALS:
+            raise REFUSALS[code](f"broker {connection.address}: {await call.details()}") from None
+        raise rpc_failure(connection.address, exc) from None
 
 
 def pick_start(n: int) -> int:
@@ -162,8 +202,13 @@ class Connections:
     changing hands."""
 
     def __init__(
-        self, service_addresses: list[str], connection_timeout_ms: int, timeout_s: float
+        self,
+        service_addresses: list[str],
+        connection_timeout_ms: int,
+        timeout_s: float,
+        token: TokenSupplier | None = None,
     ) -> None:
+        self.token = token  # what every call carries (the client's authentication)
         self.connection_timeout_ms = connection_timeout_ms
         self.timeout_s = timeout_s
         self._pool: dict[str, Connection] = {}
@@ -173,7 +218,7 @@ class Connections:
     def get(self, address: str) -> Connection:
         conn = self._pool.get(address)
         if conn is None:
-            conn = self._pool[address] = Connection(address, self.connection_timeout_ms)
+            conn = self._pool[address] = Connection(address, self.connection_timeout_ms, self.token)
         return conn
 
     @staticmethod

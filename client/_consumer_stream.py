@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 
 from client._ack_grouping import PendingAcks
-from client._connection import RECONNECT_CODES, Connection
+from client._connection import RECONNECT_CODES, Connection, open_stream
 from client.exceptions import ConnectError, MagnetarError, from_wire, from_wire_or
 from protos import broker_pb2
 from protos.message_id import MessageId, id_fields
@@ -56,8 +56,7 @@ class ConsumerStream:
     ) -> broker_pb2.Subscribed:
         await connection.ensure_ready()
         call = connection.stub.Consume()
-        await call.write(subscribe)
-        resp = await call.read()
+        resp = await open_stream(connection, call, subscribe)
         if resp is grpc.aio.EOF:
             raise from_wire_or(
                 None, f"the broker closed the consumer stream on {subscribe.subscribe.topic}"

@@ -26,6 +26,7 @@ from client._connection import (
     Connection,
     Resolver,
     call_in_loop,
+    open_stream,
     retry_with_backoff,
 )
 from client._producer_options import ProducerOptions
@@ -163,16 +164,14 @@ class ProducerEngine:
             self.connection = await self.resolver(self.topic)
         await self.connection.ensure_ready()
         call = self.connection.stub.Produce()
-        await call.write(
-            broker_pb2.ProducerRequest(
-                create=broker_pb2.CreateProducer(
-                    topic=self.topic,
-                    producer_name=self.name or self.opts.producer_name or "",
-                    access_mode=int(self.opts.access_mode),  # type: ignore[arg-type]
-                )
+        create = broker_pb2.ProducerRequest(
+            create=broker_pb2.CreateProducer(
+                topic=self.topic,
+                producer_name=self.name or self.opts.producer_name or "",
+                access_mode=int(self.opts.access_mode),  # type: ignore[arg-type]
             )
         )
-        resp = await call.read()
+        resp = await open_stream(self.connection, call, create)
         if resp is grpc.aio.EOF:
             raise from_wire_or(None, f"the broker closed the producer stream on {self.topic}")
         if resp.HasField("error"):

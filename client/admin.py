@@ -36,6 +36,7 @@ from typing import Any
 
 import grpc
 
+from client._admin_permissions import NamespacePermissionVerbs, TopicPermissionVerbs
 from client._admin_policies import PolicyVerbs
 from client._connection import (
     LOOKUP_PROBE_S,
@@ -47,10 +48,12 @@ from client._connection import (
     rpc_failure,
 )
 from client._service_brokers import ServiceBrokers, try_next
+from client.authentication import token_of
 from client.exceptions import ConnectError, InvalidConfiguration, from_wire
 from client.exceptions import LookupError as MagnetarLookupError
 from client.message import Message, unpack_split
 from protos import broker_pb2, broker_pb2_grpc
+from protos.credentials import sync_channel
 from protos.entry import split_entry
 
 # A channel in one of these states cannot carry a call now (see Connection.ensure_ready).
@@ -131,7 +134,7 @@ class _Tenants:
         )
 
 
-class _Topics(PolicyVerbs):
+class _Topics(TopicPermissionVerbs, PolicyVerbs):
     _level = "topic"
 
     def __init__(self, admin: Admin) -> None:
@@ -360,7 +363,7 @@ class _Brokers:
         return self._admin._json("LeaderBroker", broker_pb2.LeaderBrokerRequest())
 
 
-class _Namespaces(PolicyVerbs):
+class _Namespaces(NamespacePermissionVerbs, PolicyVerbs):
     _level = "namespace"
 
     def __init__(self, admin: Admin) -> None:
@@ -465,8 +468,7 @@ class Admin:
     def __init__(
         self, service_url: str, authentication: Any = None, timeout_seconds: float = 30
     ) -> None:
-        if authentication is not None:
-            raise InvalidConfiguration("authentication is not available yet")
+        self._token = token_of(authentication)
         addresses = list(dict.fromkeys(parse_service_url(service_url)))
         self._brokers = ServiceBrokers(addresses, pick_start(len(addresses)))
         self._timeout_s = timeout_seconds
@@ -480,7 +482,7 @@ class Admin:
     def _channel(self, address: str) -> grpc.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.insecure_channel(address, options=channel_options())
+            ch = self._channels[address] = sync_channel(address, channel_options(), self._token)
         return ch
 
     def _connect(self, address: str, probe_s: float) -> grpc.Channel:

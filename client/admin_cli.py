@@ -25,9 +25,10 @@ from pathlib import Path
 import click
 
 from client import stats_export
-from client._cli_common import DEFAULT_SERVICE_URL
+from client._cli_common import AUTHENTICATION, DEFAULT_SERVICE_URL, authentication_of
 from client._cli_common import admin_call as _admin_call
 from client._cli_namespaces import add_lifecycle_commands
+from client._cli_permissions import add_permission_commands
 from client._cli_policies import add_policy_commands
 from client._cli_tenants import tenants
 from client.exceptions import MagnetarError
@@ -44,10 +45,25 @@ from protos import stats_schema
     show_default=True,
     help="Brokers to ask, magnetar://h:p[,h2:p2...] (also MAGNETAR_SERVICE_URL).",
 )
+@click.option(
+    "--auth-params",
+    envvar="MAGNETAR_AUTH_PARAMS",
+    default=None,
+    help="token:<jwt> or file:///path/to/token (also MAGNETAR_AUTH_PARAMS).",
+)
+@click.option(
+    "--auth-plugin",
+    default=None,
+    help="Only token authentication is available: token, or Pulsar's "
+    "org.apache.pulsar.client.impl.auth.AuthenticationToken.",
+)
 @click.pass_context
-def main(ctx: click.Context, service_url: str) -> None:
+def main(
+    ctx: click.Context, service_url: str, auth_params: str | None, auth_plugin: str | None
+) -> None:
     """Administration, mirroring pulsar-admin; prints JSON."""
     ctx.obj = service_url
+    ctx.meta[AUTHENTICATION] = authentication_of(auth_plugin, auth_params)
 
 
 @main.group()
@@ -69,6 +85,7 @@ def brokers() -> None:
 main.add_command(tenants)
 add_lifecycle_commands(namespaces, topics)
 add_policy_commands(namespaces, topics)
+add_permission_commands(namespaces, topics)
 
 
 # ---------------------------------------------------------------- brokers
@@ -254,7 +271,14 @@ def stats_export_cmd(
 
         try:
             summary = stats_export.export(
-                service_url, since_ms, until_ms, Path(output), fmt, topic, advance
+                service_url,
+                since_ms,
+                until_ms,
+                Path(output),
+                fmt,
+                topic,
+                advance,
+                click.get_current_context().meta.get(AUTHENTICATION),
             )
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client._batch_receive import batch_receive_async
+from client._client_options import check_client_options
 from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
@@ -32,6 +33,7 @@ from client._multi import (
 from client._producer import ProducerEngine
 from client._producer_options import ProducerOptions
 from client._reader import close_reader, has_message_available, reached_end_of_topic
+from client.authentication import token_of
 from client.dead_letter import (
     DEFAULT_MAX_RECONSUME_TIMES,
     RetryLetters,
@@ -341,8 +343,8 @@ class Client:
         connection_timeout_ms: int = 10000,
         **kwargs: Any,
     ) -> None:
-        if authentication is not None:
-            raise InvalidConfiguration("authentication is not available yet")
+        check_client_options(kwargs)
+        self._token = token_of(authentication)
         self._addresses = parse_service_url(service_url)
         self._operation_timeout_s = operation_timeout_seconds
         self._connection_timeout_ms = connection_timeout_ms
@@ -356,7 +358,7 @@ class Client:
             raise AlreadyClosed("the client is closed")
         if self._connections is None:
             self._connections = Connections(
-                self._addresses, self._connection_timeout_ms, self._operation_timeout_s
+                self._addresses, self._connection_timeout_ms, self._operation_timeout_s, self._token
             )
         return self._connections
 

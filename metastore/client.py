@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
+from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,16 @@ class SessionExpiredError(MetastoreError):
 
 class MetastoreUnavailableError(MetastoreError):
     code = common_pb2.SERVICE_NOT_READY
+
+
+class MetastoreAccessDenied(MetastoreError):
+    """The metastore refused this client's token (or its lack of one)."""
+
+    code = common_pb2.UNAUTHORIZED
+
+
+# gRPC statuses of a refused call (protos/access.py): retrying cannot help.
+_REFUSED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 
 
 class InvalidKeyError(MetastoreError):
@@ -148,6 +159,7 @@ class MetastoreClient:
         attempt_timeout_s: float = 3.0,
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 0.25,
+        token: TokenSupplier | None = None,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
@@ -158,6 +170,7 @@ class MetastoreClient:
         self.attempt_timeout_s = attempt_timeout_s
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
+        self.token = token  # what every call carries (broker_client_auth_params)
         self._current = self.addresses[0]
         self._stubs: dict[str, tuple[grpc.aio.Channel, metastore_pb2_grpc.MetastoreStub]] = {}
 
@@ -172,7 +185,7 @@ class MetastoreClient:
         address = address or self._current
         got = self._stubs.get(address)
         if got is None:
-            channel = grpc.aio.insecure_channel(address, options=_channel_options())
+            channel = aio_channel(address, _channel_options(), self.token)
             got = self._stubs[address] = (channel, metastore_pb2_grpc.MetastoreStub(channel))
         return got[1]
 
@@ -203,6 +216,10 @@ class MetastoreClient:
                     request, timeout=max(0.05, min(remaining, self.attempt_timeout_s))
                 )
             except grpc.aio.AioRpcError as exc:
+                if exc.code() in _REFUSED:
+                    raise MetastoreAccessDenied(
+                        f"metastore {address} refused {name}: {exc.details()}"
+                    ) from None
                 why = f"{address}: {exc.code().name} {exc.details()}"
                 self._follow(address)
             else:

@@ -1,9 +1,9 @@
 """The metastore process: a Raft node plus its gRPC front end.
 
-Theory of operation. The servicer translates requests into calls on the
-replicated store (metastore/store.py, applied by metastore/raft_node.py):
-only a ready leader answers reads and writes, and a write is one Raft
-command answered once committed and applied (metastore/leadership.py).
+Theory of operation. The servicer translates requests into calls on the replicated store
+(metastore/store.py, applied by metastore/raft_node.py): only a ready leader answers reads
+and writes, and a write is one Raft command answered once committed and applied
+(metastore/leadership.py). Behind the access guard when authentication is on.
 
 Watches may be served by any node: each one replays the kept history from its
 revision, then waits for the Raft thread to signal applied changes.
@@ -42,6 +42,7 @@ from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.data_dir_lock import DataDirLock
 from protos.errors import error
 from protos.http_endpoint import HttpEndpoint
+from protos.security_settings import add_cluster_servicer
 
 log = logging.getLogger("metastore")
 
@@ -541,7 +542,7 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     server = grpc.aio.server(options=serving.grpc_options())
     service = _service(settings, layout, f"{bind}:{raft_port}")
     node = service.node
-    metastore_pb2_grpc.add_MetastoreServicer_to_server(service, server)
+    add_cluster_servicer(server, service, metastore_pb2.DESCRIPTOR, "Metastore", settings)
     health = serving.add_health(server)
     serving.set_serving(health, False)
     port = await serving.bind(server, bind, port)

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protos.security_settings import (
+    authentication_enabled_setting,
+    authorization_enabled_setting,
+    superuser_roles_setting,
+    token_auth_claim_setting,
+    token_cache_max_entries_setting,
+    token_public_key_setting,
+    token_secret_key_setting,
+)
 from protos.settings import (
     advertised_address_setting,
     http_max_connections_setting,
@@ -67,5 +76,12 @@ class MetastoreSettings:
     )
     watch_batch_events: int = setting(500, "Most events in one Watch response message.")
     write_timeout_ms: int = setting(10000, "How long a write may wait for its Raft commit.")
+    authentication_enabled: bool = authentication_enabled_setting()
+    authorization_enabled: bool = authorization_enabled_setting()
+    superuser_roles: str = superuser_roles_setting()
+    token_secret_key: str = token_secret_key_setting()
+    token_public_key: str = token_public_key_setting()
+    token_auth_claim: str = token_auth_claim_setting()
+    token_cache_max_entries: int = token_cache_max_entries_setting()
     shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

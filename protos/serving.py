@@ -23,6 +23,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from protos.access import AccessGuard
 from protos.channel import MAX_GRPC_MESSAGE_BYTES as MAX_GRPC_MESSAGE_BYTES
 from protos.channel import grpc_options as grpc_options
 from protos.http_endpoint import HttpEndpoint, Render
@@ -161,22 +162,33 @@ def add_servicer(
     server: grpc.aio.Server,
     servicer: object,
     service: ServiceDescriptor,
-    request_deserializers: Mapping[str, Callable[[bytes], Any]],
+    request_deserializers: Mapping[str, Callable[[bytes], Any]] | None = None,
+    guard: AccessGuard | None = None,
 ) -> None:
     """Register ``servicer``'s methods of ``service`` on ``server``, as the
     generated ``add_*Servicer_to_server`` does, except that the methods named
     in ``request_deserializers`` get their requests through the function
-    given there instead of the generated message class."""
+    given there instead of the generated message class, and that with a
+    ``guard`` every method is behind authentication and its authorization
+    rule (``protos/access.py``; a method without a rule is refused here)."""
+    request_deserializers = request_deserializers or {}
     unknown = set(request_deserializers) - {m.name for m in service.methods}
     if unknown:
         raise ValueError(f"{service.full_name} has no methods {sorted(unknown)}")
+    if guard is not None:
+        guard.check_covers(service.full_name, [m.name for m in service.methods])
     handlers = {}
     for m in service.methods:
         decode = request_deserializers.get(m.name)
         if decode is None:
             decode = message_factory.GetMessageClass(m.input_type).FromString
+        behaviour = getattr(servicer, m.name)
+        if guard is not None:
+            behaviour = guard.wrap(
+                service.full_name, m.name, m.client_streaming, m.server_streaming, behaviour
+            )
         handlers[m.name] = _HANDLER_KINDS[m.client_streaming, m.server_streaming](
-            getattr(servicer, m.name),
+            behaviour,
             request_deserializer=decode,
             response_serializer=message_factory.GetMessageClass(m.output_type).SerializeToString,
         )

@@ -48,6 +48,7 @@ FRONT_ENDS = {
     "broker.producer_stream",
     "broker.consumer_stream",
     "broker.admin_service",
+    "broker.access_rules",  # what each RPC needs: the gatekeeper of the access guard
     "broker.peer_brokers",  # calls another broker's admin service
     "broker.system_producer",  # the broker's own producer on its system topics
     "broker.server",  # the process wiring: registers the front-ends

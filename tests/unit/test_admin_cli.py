@@ -62,8 +62,13 @@ ADMIN_VERBS = {
         "clear-backlog",
         "create",
         "delete",
+        "grant-permission",
+        "grant-subscription-permission",
         "list",
+        "permissions",
         "policies",
+        "revoke-permission",
+        "revoke-subscription-permission",
         "split-bundle",
         "topics",
         "unload",
@@ -80,13 +85,16 @@ ADMIN_VERBS = {
         "expire-messages",
         "expire-messages-all-subscriptions",
         "get-partitioned-topic-metadata",
+        "grant-permission",
         "key-shared-lookup",
         "last-message-id",
         "list",
         "lookup",
         "partitioned-stats",
         "peek-messages",
+        "permissions",
         "reset-cursor",
+        "revoke-permission",
         "skip",
         "stats",
         "stats-internal",
@@ -95,8 +103,16 @@ ADMIN_VERBS = {
         *_policy_verbs(TOPIC_POLICIES),
     },
 }
-# The servers, and `magnetar health` for probes (issue 19).
-SERVER_COMMANDS = {"bookie", "broker", "health", "local-cluster", "metastore", "standalone"}
+# The servers, `magnetar health` for probes (issue 19) and `magnetar tokens` (issue 23).
+SERVER_COMMANDS = {
+    "bookie",
+    "broker",
+    "health",
+    "local-cluster",
+    "metastore",
+    "standalone",
+    "tokens",
+}
 
 
 def _help(module: str) -> str:
@@ -127,7 +143,7 @@ def test_magnetar_admin_help_lists_the_groups():
     assert _commands(text) == set(ADMIN_VERBS)
 
 
-def test_magnetar_help_has_only_the_server_commands():
+def test_magnetar_help_has_only_the_server_commands_and_tokens():
     assert _commands(_help("broker.cli")) == SERVER_COMMANDS
 
 
@@ -187,7 +203,7 @@ class _FakeAdmin:
 @pytest.fixture
 def admin_calls(monkeypatch) -> list:
     calls: list = []
-    monkeypatch.setattr(_cli_common, "Admin", lambda url: _FakeAdmin(calls))
+    monkeypatch.setattr(_cli_common, "Admin", lambda url, authentication=None: _FakeAdmin(calls))
     return calls
 
 
@@ -336,7 +352,69 @@ CALLS = [
     ("topics delete T", "topics.delete", ("T", False)),
     ("topics unsubscribe T -s sub -f", "topics.unsubscribe", ("T", "sub", True)),
     ("topics clear-backlog T -s sub", "topics.clear_backlog", ("T", "sub")),
+    # permissions (issue 23)
+    ("namespaces permissions acme/ns", "namespaces.get_permissions", ("acme/ns",)),
+    (
+        "namespaces grant-permission acme/ns --role r --actions produce,consume",
+        "namespaces.grant_permission_on_namespace",
+        ("acme/ns", "r", ["produce", "consume"]),
+    ),
+    (
+        "namespaces revoke-permission acme/ns --role r",
+        "namespaces.revoke_permissions_on_namespace",
+        ("acme/ns", "r"),
+    ),
+    (
+        "namespaces grant-subscription-permission acme/ns --subscription s --roles r1,r2",
+        "namespaces.grant_permission_on_subscription",
+        ("acme/ns", "s", ["r1", "r2"]),
+    ),
+    (
+        "namespaces revoke-subscription-permission acme/ns -s s --role r1",
+        "namespaces.revoke_permission_on_subscription",
+        ("acme/ns", "s", "r1"),
+    ),
+    ("topics permissions T", "topics.get_permissions", ("T",)),
+    (
+        "topics grant-permission T --role r --actions produce",
+        "topics.grant_permission",
+        ("T", "r", ["produce"]),
+    ),
+    ("topics revoke-permission T --role r", "topics.revoke_permissions", ("T", "r")),
 ]
+
+
+@pytest.mark.parametrize(
+    "flags, refused",
+    [
+        (["--auth-params", "basic:user"], "token:<jwt> or file:///"),
+        (["--auth-params", "token:"], "carries no token"),
+        (["--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationTls"], "only token"),
+        (["--auth-plugin", "token"], "needs --auth-params"),
+        (["--auth-params", "file:///no/such/token"], "cannot read the token file"),
+    ],
+)
+def test_auth_flags_that_cannot_work_are_refused_before_anything_is_sent(
+    admin_calls, flags, refused
+):
+    result = CliRunner().invoke(admin_main, [*flags, "tenants", "list"])
+    assert result.exit_code == 2 and refused in result.output, result.output
+    assert admin_calls == []
+
+
+def test_auth_params_reach_the_admin_client(monkeypatch):
+    seen: list = []
+
+    def admin(url: str, authentication=None) -> _FakeAdmin:
+        seen.append(authentication.supplier()())
+        return _FakeAdmin([])
+
+    monkeypatch.setattr(_cli_common, "Admin", admin)
+    result = CliRunner().invoke(
+        admin_main, ["tenants", "list"], env={"MAGNETAR_AUTH_PARAMS": "token:abc.def.ghi"}
+    )
+    assert result.exit_code == 0, result.output
+    assert seen == ["abc.def.ghi"]
 
 
 @pytest.mark.parametrize("line, method, args", CALLS)
@@ -415,7 +493,7 @@ def test_a_broker_error_prints_its_name_and_exits_1(monkeypatch):
         def __call__(self, *args, **kwargs) -> None:
             raise InvalidConfiguration("retention of 60 minutes and 0 MB: both 0 or both non-zero")
 
-    monkeypatch.setattr(_cli_common, "Admin", lambda url: Refusing([]))
+    monkeypatch.setattr(_cli_common, "Admin", lambda url, authentication=None: Refusing([]))
     result = CliRunner().invoke(
         admin_main, ["namespaces", "set-retention", "a/b", "-s", "0", "-t", "1h"]
     )
