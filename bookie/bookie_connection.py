@@ -19,6 +19,7 @@ from bookie.ledger_metadata import BKError
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.add_request import encode_add_request
 from protos.credentials import TokenSupplier, aio_channel
+from protos.tls import TlsClient
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +32,16 @@ def check_error(err: common_pb2.Error, what: str) -> None:
 class BookieConnection:
     """One channel to one bookie; adds of every ledger share its stream."""
 
-    def __init__(self, address: str, timeout_s: float, token: TokenSupplier | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout_s: float,
+        token: TokenSupplier | None = None,
+        tls: TlsClient | None = None,
+    ) -> None:
         self.address = address
         self.timeout_s = timeout_s
-        self._channel = aio_channel(address, serving.grpc_options(), token)
+        self._channel = aio_channel(address, serving.grpc_options(), token, tls)
         self.stub = bookie_pb2_grpc.BookieStub(self._channel)
         # The add stream sends requests already serialised (send_records
         # builds them with one join), so no serializer.

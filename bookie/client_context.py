@@ -20,6 +20,7 @@ from typing import Protocol
 from bookie.bookie_connection import BookieConnection
 from bookie.ledger_metadata import LedgerMetadata
 from protos.credentials import TokenSupplier
+from protos.tls import TlsClient
 
 
 @dataclass
@@ -35,6 +36,8 @@ class LedgerClientSettings:
     rng: random.Random = field(default_factory=random.Random)
     # The token every call to a bookie carries (broker_client_auth_params).
     token: TokenSupplier | None = None
+    # broker_client_tls_enabled: bookies are called at their TLS ports.
+    tls: TlsClient | None = None
 
 
 class ClientContext(Protocol):

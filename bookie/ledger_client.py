@@ -90,7 +90,7 @@ class LedgerClient:
                     f"{self.settings.max_connections}"
                 )
             conn = self._connections[address] = BookieConnection(
-                address, self.settings.timeout_s, self.settings.token
+                address, self.settings.timeout_s, self.settings.token, self.settings.tls
             )
         return conn
 
@@ -99,6 +99,16 @@ class LedgerClient:
             await conn.close()
         self._connections.clear()
 
+    def _learn(self, bookie_id: str, info: dict) -> bool:
+        """Remember where a registered bookie listens: its TLS port when this
+        client speaks TLS (a bookie without one is left out), else its
+        plaintext port."""
+        address = info.get("address_tls") if self.settings.tls is not None else info["address"]
+        if not address:
+            return False
+        self._addresses[bookie_id] = address
+        return True
+
     async def _resolve(self, bookie_ids: list[str]) -> None:
         """Learn the addresses of bookies; unregistered ones stay unknown."""
         for bookie_id in bookie_ids:
@@ -106,7 +116,7 @@ class LedgerClient:
                 continue
             stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
             if stat is not None:
-                self._addresses[bookie_id] = json.loads(stat.value)["address"]
+                self._learn(bookie_id, json.loads(stat.value))
 
     async def writable_bookies(self) -> list[str]:
         out = []
@@ -115,8 +125,7 @@ class LedgerClient:
             if stat is None:
                 continue
             info = json.loads(stat.value)
-            if not info.get("read_only"):
-                self._addresses[bookie_id] = info["address"]
+            if not info.get("read_only") and self._learn(bookie_id, info):
                 out.append(bookie_id)
         return out
 
@@ -128,7 +137,8 @@ class LedgerClient:
             stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
             if stat is None:
                 continue
-            self._addresses[bookie_id] = json.loads(stat.value)["address"]
+            if not self._learn(bookie_id, json.loads(stat.value)):
+                continue
             try:
                 out[bookie_id] = await self.connection(bookie_id).stats()
             except (grpc.RpcError, BKError) as exc:

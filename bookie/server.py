@@ -32,7 +32,13 @@ from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
 from protos.http_endpoint import HttpEndpoint
-from protos.security_settings import add_cluster_servicer, client_token
+from protos.security_settings import (
+    add_cluster_servicer,
+    client_token,
+    internal_tls,
+    server_tls,
+)
+from protos.serving import Listeners
 
 log = logging.getLogger("bookie")
 
@@ -444,9 +450,10 @@ def open_service(settings: BookieSettings) -> BookieService:
 
 async def start_grpc(
     settings: BookieSettings, service: BookieService
-) -> tuple[grpc.aio.Server, grpc_health.HealthServicer, int, HttpEndpoint | None, int]:
+) -> tuple[grpc.aio.Server, grpc_health.HealthServicer, Listeners, HttpEndpoint | None, int]:
     """The started gRPC server (health NOT_SERVING), its health servicer,
-    gRPC port, HTTP endpoint and its port."""
+    its listeners, HTTP endpoint and its port."""
+    tls = server_tls(settings)
     server = grpc.aio.server(options=serving.grpc_options())
     # Add requests are read without copying their entries (protos/add_request.py).
     add_cluster_servicer(
@@ -459,19 +466,25 @@ async def start_grpc(
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, settings.bind_address, settings.port)
-    endpoint, metrics_port = await serving.start_http(
+    listeners = await serving.bind_listeners(
+        server,
         settings.bind_address,
-        settings.metrics_port,
-        serving.thread_render(service.render_metrics),
-        settings.http_max_connections,
-        settings.http_min_render_interval_ms,
+        settings.advertised_address,
+        settings.port,
+        settings.bookie_port_tls,
+        tls.credentials,
     )
-    if endpoint is not None:
-        endpoint.health.address = serving.local_address(settings.bind_address, port)
+    endpoint, metrics_port = await serving.start_http_endpoint(
+        settings.bind_address,
+        settings,
+        serving.thread_render(service.render_metrics),
+        listeners,
+        tls.metrics,
+        tls.health,
+    )
     await server.start()
     serving.tune_gc()
-    return server, health, port, endpoint, metrics_port
+    return server, health, listeners, endpoint, metrics_port
 
 
 async def serve(settings: BookieSettings, ready_file: str | None = None) -> None:
@@ -479,6 +492,7 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     lock = DataDirLock(Path(settings.data_dir), "bookie")
     try:
         serving.check_port_free(settings.bind_address, settings.port, "gRPC")
+        serving.check_port_free(settings.bind_address, settings.bookie_port_tls, "gRPC TLS")
         serving.check_port_free(settings.bind_address, settings.metrics_port, "metrics")
         await _serve(settings, ready_file)
     finally:
@@ -490,12 +504,14 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
         log.warning("mallopt is not available; the C library's malloc defaults stay")
     service = open_service(settings)
     store, bookie_id, data_dir = service.store, service.bookie_id, Path(settings.data_dir)
-    server, health, port, endpoint, metrics_port = await start_grpc(settings, service)
+    server, health, listeners, endpoint, metrics_port = await start_grpc(settings, service)
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
-    address = f"{serving.advertised(settings.bind_address, settings.advertised_address)}:{port}"
+    address = listeners.identity
     metastore = MetastoreClient(
-        settings.metastore, token=client_token(settings.broker_client_auth_params)
+        settings.metastore,
+        token=client_token(settings.broker_client_auth_params),
+        tls=internal_tls(settings, settings.broker_client_tls_enabled),
     )
     try:
         await check_cookie(metastore, data_dir, bookie_id)
@@ -507,6 +523,7 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     info = {
         "bookie_id": bookie_id,
         "address": address,
+        "address_tls": listeners.tls,  # brokers whose calls use TLS go there
         "read_only": service.read_only,
         "data_dir": str(data_dir),
     }
@@ -517,8 +534,15 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     disk_watch = asyncio.create_task(watch_disk(service, info, changed))
     await wait_registered(metastore, bookie_id, stop)
     serving.set_serving(health, True)
-    local = serving.local_address(settings.bind_address, port)
-    ready = {"grpc": address, "local": local, "metrics": metrics_port, "bookie_id": bookie_id}
+    local = listeners.local
+    ready = {
+        "grpc": address,
+        "local": local,
+        "grpc_tls": listeners.tls,
+        "local_tls": listeners.local_tls,
+        "metrics": metrics_port,
+        "bookie_id": bookie_id,
+    }
     serving.write_ready_file(ready_file, ready)
     log.info("bookie %s serving on %s as %s (metrics %d, data %s)",
              bookie_id, local, address, metrics_port, data_dir)  # fmt: skip

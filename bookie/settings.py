@@ -8,7 +8,14 @@ from protos.security_settings import (
     authentication_enabled_setting,
     authorization_enabled_setting,
     broker_client_auth_params_setting,
+    broker_client_tls_enabled_setting,
+    metrics_tls_enabled_setting,
+    port_tls_setting,
     superuser_roles_setting,
+    tls_certificate_file_path_setting,
+    tls_key_file_path_setting,
+    tls_require_trusted_client_cert_on_connect_setting,
+    tls_trust_certs_file_path_setting,
     token_auth_claim_setting,
     token_cache_max_entries_setting,
     token_public_key_setting,
@@ -31,7 +38,8 @@ from protos.settings import (
 class BookieSettings:
     bind_address: str = bind_address_setting()
     advertised_address: str = advertised_address_setting()
-    port: int = setting(3181, "gRPC port (0 = pick a free port).")
+    port: int = setting(3181, "gRPC port (0 = pick a free port, -1 = off: TLS only).")
+    bookie_port_tls: int = port_tls_setting(3182, "brokers")
     metrics_port: int = metrics_port_setting(8000)
     http_max_connections: int = http_max_connections_setting()
     http_min_render_interval_ms: int = http_min_render_interval_ms_setting()
@@ -105,5 +113,13 @@ class BookieSettings:
     token_auth_claim: str = token_auth_claim_setting()
     token_cache_max_entries: int = token_cache_max_entries_setting()
     broker_client_auth_params: str = broker_client_auth_params_setting()
+    broker_client_tls_enabled: bool = broker_client_tls_enabled_setting()
+    tls_certificate_file_path: str = tls_certificate_file_path_setting()
+    tls_key_file_path: str = tls_key_file_path_setting()
+    tls_trust_certs_file_path: str = tls_trust_certs_file_path_setting()
+    tls_require_trusted_client_cert_on_connect: bool = (
+        tls_require_trusted_client_cert_on_connect_setting()
+    )
+    metrics_tls_enabled: bool = metrics_tls_enabled_setting()
     shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

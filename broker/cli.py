@@ -54,6 +54,12 @@ common = [
 ]
 
 
+SECURE_HELP = (
+    "Make a CA, certificates, a token key and a superuser token under the data dir "
+    "(kept for later starts) and run with TLS ports, token authentication and "
+    "authorization on; prints how to connect (docs/security.md)."
+)
+
 F = TypeVar("F", bound=Callable[..., Any])
 Port = int | None
 Text = str | None
@@ -145,6 +151,10 @@ def broker(config: Text, pairs: tuple[str, ...], ready_file: Text, **flags: Any)
     show_default=True,
     help="Longest stop after SIGTERM/SIGINT, all processes together.",
 )
+@click.option("--secure", is_flag=True, help=SECURE_HELP)
+@click.option("--metastore-port-tls", default=2378, show_default=True, help="With --secure.")
+@click.option("--bookie-port-tls", default=3182, show_default=True, help="With --secure.")
+@click.option("--broker-port-tls", default=6651, show_default=True, help="With --secure.")
 def standalone(
     data_dir: str,
     config: Text,
@@ -157,6 +167,10 @@ def standalone(
     broker_metrics_port: int,
     no_restart: bool,
     shutdown_timeout_s: float,
+    secure: bool,
+    metastore_port_tls: int,
+    bookie_port_tls: int,
+    broker_port_tls: int,
 ) -> None:
     """Start metastore, bookie and broker; print the service URL once ready.
     A process that dies is restarted after a backoff (docs/deploy.md)."""
@@ -175,6 +189,7 @@ def standalone(
             config_file=config,
             policy=RestartPolicy(restart=not no_restart),
             shutdown_timeout_s=shutdown_timeout_s,
+            tls_ports=(metastore_port_tls, bookie_port_tls, broker_port_tls) if secure else None,
         )
     except StartupError as exc:
         raise click.UsageError(str(exc)) from None
@@ -195,6 +210,7 @@ def standalone(
     show_default=True,
     help="Longest stop after SIGTERM/SIGINT, all processes together.",
 )
+@click.option("--secure", is_flag=True, help=SECURE_HELP)
 def local_cluster(
     data_dir: str,
     config: Text,
@@ -204,6 +220,7 @@ def local_cluster(
     port_offset: int,
     no_restart: bool,
     shutdown_timeout_s: float,
+    secure: bool,
 ) -> None:
     """Start a cluster on this machine (3 metastore nodes, 3 bookies, 3
     brokers by default); print the service URL once every process is ready.
@@ -223,6 +240,7 @@ def local_cluster(
             config_file=config,
             policy=RestartPolicy(restart=not no_restart, start_timeout_s=90),
             shutdown_timeout_s=shutdown_timeout_s,
+            secure=secure,
         )
     except StartupError as exc:
         raise click.UsageError(str(exc)) from None
@@ -232,15 +250,20 @@ def local_cluster(
 @main.command()
 @click.argument("address", metavar="HOST:PORT")
 @click.option("--timeout", "timeout_s", default=2.0, show_default=True, help="Seconds to wait.")
-def health(address: str, timeout_s: float) -> None:
+@click.option(
+    "--tls", is_flag=True, help="HOST:PORT is a TLS port (its certificate is not checked)."
+)
+def health(address: str, timeout_s: float, tls: bool) -> None:
     """Exit 0 when the process at HOST:PORT says SERVING on its gRPC health
     service, 1 otherwise (for HEALTHCHECK and probes)."""
     from protos.serving import health_serving
+    from protos.tls import TlsClient
 
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise click.BadParameter(f"{address!r} is not HOST:PORT", param_hint="ADDRESS")
-    serving = health_serving(address, timeout_s)
+    insecure = TlsClient(validate_hostname=False, allow_insecure=True) if tls else None
+    serving = health_serving(address, timeout_s, insecure)
     click.echo(f"{address}: {'SERVING' if serving else 'NOT SERVING'}")
     sys.exit(0 if serving else 1)
 

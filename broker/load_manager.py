@@ -53,6 +53,7 @@ from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient
 from protos import common_pb2, metadata_paths
 from protos.errors import MagnetarServerError
+from protos.serving import Listeners
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,9 @@ class LoadManager:
         ownership: Ownership,
         topics: TopicRegistry,
         peers: PeerBrokers,
+        listeners: Listeners | None = None,
     ) -> None:
+        self.listeners = listeners or Listeners(plain=ownership.address)
         self.metastore = metastore
         self.peers = peers
         self.ownership = ownership
@@ -130,6 +133,10 @@ class LoadManager:
         limit = self.settings.load_balancer_max_number_of_bundles_in_bundle_load_report
         return {
             "address": self.address,
+            # Its ports (broker/broker_addresses.py): the TLS one, and whether
+            # the name above is a plaintext port.
+            "address_tls": self.listeners.tls,
+            "plaintext": bool(self.listeners.plain),
             "cluster": self.settings.cluster_name,
             "cpu": self._cpu_usage(),
             "memory": self._process.memory_info().rss / self._memory_total,

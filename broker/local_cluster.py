@@ -7,9 +7,11 @@ Ports are fixed so that a restart finds the same cluster: node ``i`` (from
 0) of each role listens on its role's default port plus an offset, shifted
 again by ``--port-offset``:
 
-    metastore i   gRPC 2379 + 2i, Raft 2380 + 2i, metrics 7000 + i
-    bookie i      gRPC 3181 + i,                  metrics 8000 + i
-    broker i      gRPC 6650 + i,                  metrics 8080 + i
+    metastore i   gRPC 2379 + 2i, Raft 2380 + 2i, metrics 7000 + i, TLS 2479 + i
+    bookie i      gRPC 3181 + i,                  metrics 8000 + i, TLS 3281 + i
+    broker i      gRPC 6650 + i,                  metrics 8080 + i, TLS 6750 + i
+
+(the TLS ports with ``--secure`` only: broker/secure_setup.py)
 
 Data lives under ``<data-dir>/metastore-i`` and ``<data-dir>/bookie-i``; logs
 under ``<data-dir>/logs``. Brokers keep the cluster defaults (E/Qw/Qa =
@@ -23,12 +25,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from broker.secure_setup import ensure_secure_files
 from broker.supervision import RestartPolicy
-from broker.supervisor import SHUTDOWN_TIMEOUT_S, StartupError, Supervisor, local
+from broker.supervisor import SHUTDOWN_TIMEOUT_S, StartupError, Supervisor
 from protos.serving import advertised
 
 METASTORE_PORT, RAFT_PORT, BOOKIE_PORT, BROKER_PORT = 2379, 2380, 3181, 6650
 METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS = 7000, 8000, 8080
+METASTORE_TLS, BOOKIE_TLS, BROKER_TLS = 2479, 3281, 6750
 
 
 class LocalCluster(Supervisor):
@@ -45,6 +49,7 @@ class LocalCluster(Supervisor):
         config_file: str | None = None,
         policy: RestartPolicy | None = None,
         shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+        secure: bool = False,
     ) -> None:
         super().__init__(
             data_dir,
@@ -52,6 +57,8 @@ class LocalCluster(Supervisor):
             policy=policy or RestartPolicy(start_timeout_s=90),
             shutdown_timeout_s=shutdown_timeout_s,
         )
+        if secure:
+            self.secure = ensure_secure_files(self.data_dir)
         if not (metastores % 2 == 1 and bookies >= 1 and brokers >= 1):
             raise StartupError(
                 f"{metastores} metastores, {bookies} bookies, {brokers} brokers: a cluster "
@@ -80,6 +87,13 @@ class LocalCluster(Supervisor):
                 ("broker", BROKER_PORT + i + o, f"broker-{i} gRPC"),
                 ("broker", BROKER_METRICS + i + o, f"broker-{i} metrics"),
             ]
+        if self.secure is not None:
+            for role, first, n in (
+                ("metastore", METASTORE_TLS, metastores),
+                ("bookie", BOOKIE_TLS, bookies),
+                ("broker", BROKER_TLS, brokers),
+            ):
+                ports += [(role, first + i + o, f"{role}-{i} gRPC TLS") for i in range(n)]
         return ports
 
     def child_dirs(self) -> list[Path]:
@@ -108,12 +122,13 @@ class LocalCluster(Supervisor):
                     [
                         *("--id", str(i + 1), "--peers", peers),
                         *("--data-dir", str(self.data_dir / f"metastore-{i}")),
+                        *self.secure_args("metastore", METASTORE_TLS + i + o),
                     ],
                 )
                 for i in range(metastores)
             ]
         )
-        metastore = ",".join(local(c.info) for c in ms)
+        metastore = self.metastore_for_children(ms)
         bk = self.await_ready(
             [
                 self.launch(
@@ -121,7 +136,11 @@ class LocalCluster(Supervisor):
                     "bookie",
                     BOOKIE_PORT + i + o,
                     BOOKIE_METRICS + i + o,
-                    ["--data-dir", str(self.data_dir / f"bookie-{i}"), "--metastore", metastore],
+                    [
+                        *("--data-dir", str(self.data_dir / f"bookie-{i}")),
+                        *("--metastore", metastore),
+                        *self.secure_args("bookie", BOOKIE_TLS + i + o),
+                    ],
                 )
                 for i in range(bookies)
             ]
@@ -133,7 +152,7 @@ class LocalCluster(Supervisor):
                     "broker",
                     BROKER_PORT + i + o,
                     BROKER_METRICS + i + o,
-                    ["--metastore", metastore],
+                    ["--metastore", metastore, *self.secure_args("broker", BROKER_TLS + i + o)],
                 )
                 for i in range(brokers)
             ]
@@ -144,4 +163,7 @@ class LocalCluster(Supervisor):
             "bookies": [c.info["grpc"] for c in bk],
             "metastores": [c.info["grpc"] for c in ms],
             "metrics": {c.name: c.info.get("metrics") for c in self.children},
+            **self.secure_endpoints(
+                "magnetar+tls://" + ",".join(str(c.info.get("grpc_tls")) for c in br)
+            ),
         }

@@ -17,6 +17,7 @@ from broker.access_rules import BrokerGatekeeper
 from broker.admin_service import BrokerAdminService
 from broker.administration import Administration
 from broker.authorizer import BrokerAuthorizer
+from broker.broker_addresses import BrokerAddresses
 from broker.housekeeping import Housekeeping
 from broker.load_manager import LoadManager
 from broker.metrics import BrokerMetrics
@@ -34,8 +35,16 @@ from metastore.client import MetastoreClient, Session
 from protos import broker_pb2, serving
 from protos.access import AccessGuard
 from protos.credentials import TokenSupplier
-from protos.security_settings import access_guard, client_token, superusers
+from protos.security_settings import (
+    access_guard,
+    client_token,
+    internal_tls,
+    server_tls,
+    superusers,
+)
+from protos.serving import Listeners
 from protos.stats_schema import STATS_TOPIC
+from protos.tls import TlsClient
 
 log = logging.getLogger("broker")
 
@@ -59,41 +68,38 @@ class Core:
     authorizer: BrokerAuthorizer
     guard: AccessGuard | None  # None: authentication_enabled is off
     token: TokenSupplier | None  # what this broker's own calls carry
+    tls: TlsClient | None  # how they speak TLS (None: broker_client_tls_enabled is off)
+    listeners: Listeners  # where this broker listens; its name is listeners.identity
+    addresses: BrokerAddresses  # where the other brokers listen
 
 
-def build_core(settings: BrokerSettings, address: str) -> Core:
+def build_core(settings: BrokerSettings, listeners: Listeners) -> Core:
+    address = listeners.identity
     token = client_token(settings.broker_client_auth_params)
-    metastore = MetastoreClient(settings.metastore, token=token)
+    tls = internal_tls(settings, settings.broker_client_tls_enabled)
+    metastore = MetastoreClient(settings.metastore, token=token, tls=tls)
     ledgers = LedgerClient(
         metastore,
-        LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000, token=token),
+        LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000, token=token, tls=tls),
     )
     namespaces = Namespaces(metastore, settings)
     ownership = Ownership(metastore, namespaces, address, settings)
     metrics = BrokerMetrics(settings)
     topics = TopicRegistry(settings, metastore, ledgers, namespaces, ownership, metrics)
-    peers = PeerBrokers(token)
-    load_manager = LoadManager(settings, metastore, ownership, topics, peers)
+    addresses = BrokerAddresses(metastore, listeners)
+    peers = PeerBrokers(token, tls, addresses)
+    load_manager = LoadManager(settings, metastore, ownership, topics, peers, listeners)
     authorizer = BrokerAuthorizer(
         namespaces,
         superusers(settings),
         settings.authorization_cache_max_namespaces,
         enabled=settings.authentication_enabled and settings.authorization_enabled,
     )
+    guard = access_guard(settings, BrokerGatekeeper(authorizer))
     return Core(
-        settings,
-        metastore,
-        ledgers,
-        namespaces,
-        ownership,
-        topics,
-        load_manager,
-        metrics,
-        peers,
-        authorizer,
-        access_guard(settings, BrokerGatekeeper(authorizer)),
-        token,
-    )
+        settings, metastore, ledgers, namespaces, ownership, topics, load_manager, metrics,
+        peers, authorizer, guard, token, tls, listeners, addresses,
+    )  # fmt: skip
 
 
 class Registration:
@@ -135,7 +141,9 @@ class Registration:
             await self.session.close()
 
 
-async def _start_server(settings: BrokerSettings) -> tuple[grpc.aio.Server, HealthServicer, str]:
+async def _start_server(
+    settings: BrokerSettings, credentials: grpc.ServerCredentials | None
+) -> tuple[grpc.aio.Server, HealthServicer, Listeners]:
     server = grpc.aio.server(
         options=serving.grpc_options(
             max(serving.MAX_GRPC_MESSAGE_BYTES, settings.max_message_size * 2 + 65536)
@@ -143,58 +151,78 @@ async def _start_server(settings: BrokerSettings) -> tuple[grpc.aio.Server, Heal
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, settings.bind_address, settings.port)
-    return (
+    listeners = await serving.bind_listeners(
         server,
-        health,
-        f"{serving.advertised(settings.bind_address, settings.advertised_address)}:{port}",
+        settings.bind_address,
+        settings.advertised_address,
+        settings.port,
+        settings.broker_service_port_tls,
+        credentials,
     )
+    return server, health, listeners
 
 
-def _add_services(server: grpc.aio.Server, core: Core, address: str) -> None:
+def _add_services(server: grpc.aio.Server, core: Core) -> None:
     """The client-facing and admin services, behind the access guard when
     authentication is on (docs/security.md)."""
-    settings = core.settings
+    settings, address = core.settings, core.listeners.identity
     broker_name = f"{settings.cluster_name}-{address.rpartition(':')[2]}"
     services = broker_pb2.DESCRIPTOR.services_by_name
-    serving.add_servicer(
-        server,
-        BrokerService(settings, core.topics, core.namespaces, core.ownership, broker_name),
-        services["Broker"],
-        guard=core.guard,
+    service = BrokerService(
+        settings, core.topics, core.namespaces, core.ownership, broker_name, core.addresses
     )
+    serving.add_servicer(server, service, services["Broker"], guard=core.guard)
     admin = Administration(core.topics, core.namespaces, core.ownership, core.peers)
     serving.add_servicer(
         server, BrokerAdminService(admin), services["BrokerAdmin"], guard=core.guard
     )
 
 
+def _stats_producer(core: Core) -> SystemTopicProducer:
+    """The broker's own producer on the stats topic: through this broker's
+    TLS port when its own calls use TLS, else its plaintext one."""
+    settings, listeners = core.settings, core.listeners
+    local = listeners.local_tls if core.tls is not None else listeners.local_plain
+    if not local:
+        raise serving.StartRefused(
+            "broker_client_tls_enabled needs a TLS port (tls_certificate_file_path, "
+            "tls_key_file_path)"
+            if core.tls is not None
+            else "the broker's own calls need its plaintext port, or broker_client_tls_enabled"
+        )
+    return SystemTopicProducer(
+        local,
+        STATS_TOPIC,
+        f"stats-{listeners.identity}",
+        settings.stats_export_batch_max_records,
+        settings.bookie_timeout_ms / 1000,
+        core.token,
+        core.tls,
+    )
+
+
 async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("broker", settings.log_level)
     serving.check_port_free(settings.bind_address, settings.port, "gRPC")
+    serving.check_port_free(settings.bind_address, settings.broker_service_port_tls, "gRPC TLS")
     serving.check_port_free(settings.bind_address, settings.metrics_port, "metrics")
     if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")
-    server, health, address = await _start_server(settings)
-    core = build_core(settings, address)
-    _add_services(server, core, address)
+    tls = server_tls(settings)
+    server, health, listeners = await _start_server(settings, tls.credentials)
+    core = build_core(settings, listeners)
+    _add_services(server, core)
+    stats_producer = _stats_producer(core)
     exporter = MetricsExporter(
         settings,
         core.topics,
         core.load_manager,
-        address,
+        listeners.identity,
         core.guard.counts if core.guard is not None else None,
     )
-    endpoint, metrics_port = await serving.start_http(
-        settings.bind_address,
-        settings.metrics_port,
-        exporter.render,
-        settings.http_max_connections,
-        settings.http_min_render_interval_ms,
+    endpoint, metrics_port = await serving.start_http_endpoint(
+        settings.bind_address, settings, exporter.render, listeners, tls.metrics, tls.health
     )
-    local = serving.local_address(settings.bind_address, int(address.rpartition(":")[2]))
-    if endpoint is not None:
-        endpoint.health.address = local
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
     await server.start()
@@ -203,34 +231,10 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     registration = Registration(core, stop)
     await registration.register()
     serving.set_serving(health, True)
-    serving.write_ready_file(ready_file, {"grpc": address, "local": local, "metrics": metrics_port})
-    log.info(
-        "broker serving on %s:%d as %s (metrics %d)",
-        settings.bind_address,
-        settings.port,
-        address,
-        metrics_port,
-    )
-    stats_producer = SystemTopicProducer(
-        local,
-        STATS_TOPIC,
-        f"stats-{address}",
-        settings.stats_export_batch_max_records,
-        settings.bookie_timeout_ms / 1000,
-        core.token,
-    )
-    history = StatsHistory(
-        settings, core.topics, core.ownership, core.load_manager, core.ledgers, stats_producer.send
-    )
-    background = [
-        *(asyncio.create_task(check) for check in Housekeeping(core.topics).tasks()),
-        asyncio.create_task(
-            PolicyWatch(core.metastore, core.topics, core.ownership, core.authorizer).run_forever()
-        ),
-        asyncio.create_task(core.load_manager.run_forever()),
-        asyncio.create_task(exporter.roll_forever()),
-        asyncio.create_task(history.run_forever()),
-    ]
+    serving.write_ready_file(ready_file, _ready(listeners, metrics_port))
+    log.info("broker serving as %s (TLS %s, metrics %d)",
+             listeners.identity, listeners.tls or "off", metrics_port)  # fmt: skip
+    background = _background(core, exporter, stats_producer)
     await stop.wait()
     log.info("broker stopping")
     serving.exit_deadline(settings.shutdown_timeout_s)
@@ -238,6 +242,40 @@ async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None
     await stats_producer.close()  # after the history task is cancelled
     if endpoint is not None:
         await endpoint.close()
+
+
+def _ready(listeners: Listeners, metrics_port: int) -> dict[str, object]:
+    """What the ready file says: the name of the broker ("grpc"), the
+    address this machine reaches it at ("local"), and each port's."""
+    return {
+        "grpc": listeners.identity,
+        "local": listeners.local,
+        "grpc_plain": listeners.plain,
+        "grpc_tls": listeners.tls,
+        "local_tls": listeners.local_tls,
+        "metrics": metrics_port,
+    }
+
+
+def _background(
+    core: Core, exporter: MetricsExporter, stats_producer: SystemTopicProducer
+) -> list[asyncio.Task]:
+    history = StatsHistory(
+        core.settings,
+        core.topics,
+        core.ownership,
+        core.load_manager,
+        core.ledgers,
+        stats_producer.send,
+    )
+    watch = PolicyWatch(core.metastore, core.topics, core.ownership, core.authorizer)
+    return [
+        *(asyncio.create_task(check) for check in Housekeeping(core.topics).tasks()),
+        asyncio.create_task(watch.run_forever()),
+        asyncio.create_task(core.load_manager.run_forever()),
+        asyncio.create_task(exporter.roll_forever()),
+        asyncio.create_task(history.run_forever()),
+    ]
 
 
 async def _stop(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from broker.broker_addresses import BrokerAddresses
 from broker.consumer_stream import ConsumerStream
 from broker.errors import BrokerError
 from broker.namespaces import Namespaces
@@ -41,7 +42,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         namespaces: Namespaces,
         ownership: Ownership,
         broker_name: str,
+        addresses: BrokerAddresses,
     ) -> None:
+        self.addresses = addresses
         self.topics = topics
         self.namespaces = namespaces
         self.ownership = ownership
@@ -86,8 +89,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             stats.redirects += 1
         else:
             stats.answers += 1
+        where = await self.addresses.of(answer.broker)
         return broker_pb2.LookupResponse(
-            broker_url=answer.broker, redirect=answer.redirect, authoritative=answer.authoritative
+            broker_url=where.plain,
+            broker_url_tls=where.tls,
+            redirect=answer.redirect,
+            authoritative=answer.authoritative,
         )
 
     async def GetPartitionedTopicMetadata(

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from broker.secure_setup import ensure_secure_files
 from broker.supervision import RestartPolicy
-from broker.supervisor import SHUTDOWN_TIMEOUT_S, Supervisor, local
+from broker.supervisor import SHUTDOWN_TIMEOUT_S, Supervisor
 
 ROLES = ("metastore", "bookie", "broker")
 
@@ -34,10 +35,15 @@ class Standalone(Supervisor):
         config_file: str | None,
         policy: RestartPolicy | None = None,
         shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+        tls_ports: tuple[int, int, int] | None = None,
     ) -> None:
+        """``tls_ports`` (metastore, bookie, broker): --secure, with TLS there."""
         super().__init__(
             data_dir, config_file=config_file, policy=policy, shutdown_timeout_s=shutdown_timeout_s
         )
+        self.tls_ports = dict(zip(ROLES, tls_ports or (-1, -1, -1), strict=True))
+        if tls_ports is not None:
+            self.secure = ensure_secure_files(self.data_dir)
         self.ports = dict(zip(ROLES, (metastore_port, bookie_port, broker_port), strict=True))
         self.raft_port = raft_port
         self.metrics_ports = dict(zip(ROLES, metrics_ports, strict=True))
@@ -46,12 +52,15 @@ class Standalone(Supervisor):
         ports = [(r, self.ports[r], f"{r} gRPC") for r in ROLES]
         ports.append(("metastore", self.raft_port, "raft"))
         ports += [(r, self.metrics_ports[r], f"{r} metrics") for r in ROLES]
+        if self.secure is not None:
+            ports += [(r, self.tls_ports[r], f"{r} gRPC TLS") for r in ROLES]
         return ports
 
     def child_dirs(self) -> list[Path]:
         return [self.data_dir / "metastore", self.data_dir / "bookie"]
 
     def _start(self, role: str, extra: list[str]) -> dict:
+        extra = [*extra, *self.secure_args(role, self.tls_ports[role])]
         child = self.launch(role, role, self.ports[role], self.metrics_ports[role], extra)
         return self.await_ready([child])[0].info
 
@@ -60,19 +69,23 @@ class Standalone(Supervisor):
             "metastore",
             ["--data-dir", str(self.data_dir / "metastore"), "--raft-port", str(self.raft_port)],
         )
+        metastore = self.metastore_for_children(self.children[:1])
         bk = self._start(
-            "bookie", ["--data-dir", str(self.data_dir / "bookie"), "--metastore", local(ms)]
+            "bookie", ["--data-dir", str(self.data_dir / "bookie"), "--metastore", metastore]
         )
         one_copy = [
             f"managed_ledger_default_{q}=1" for q in ("ensemble_size", "write_quorum", "ack_quorum")
         ] + ["take_over_stale_bundles=true"]
         br = self._start(
-            "broker", ["--metastore", local(ms), *[a for s in one_copy for a in ("--set", s)]]
+            "broker", ["--metastore", metastore, *[a for s in one_copy for a in ("--set", s)]]
         )
+        plain, tls = br.get("grpc_plain", br["grpc"]), br.get("grpc_tls", "")
         return {
-            "service_url": f"magnetar://{br['grpc']}",
+            "service_url": f"magnetar://{plain}" if plain else f"magnetar+tls://{tls}",
+            **({"service_url_tls": f"magnetar+tls://{tls}", "broker_tls": tls} if tls else {}),
             "broker": br["grpc"],
             "bookie": bk["grpc"],
             "metastore": ms["grpc"],
             "metrics": {c.name: c.info.get("metrics") for c in self.children},
+            **self.secure_endpoints(f"magnetar+tls://{tls}"),
         }

@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.secure_setup import SecureFiles
 from broker.supervision import ChildLife, ChildState, Event, RestartPolicy, next_event, transition
 from protos.data_dir_lock import DataDirLock, DataDirLocked, holder_of
 from protos.serving import PortInUse, StartRefused, check_port_free, health_serving
 from protos.settings import SettingsError, load_settings
+from protos.tls import TlsClient
 
 SHUTDOWN_TIMEOUT_S = 10.0  # the whole stop, from the signal to the last child's exit
 # Each role's deadline, as a share of it, in stop order.
@@ -89,6 +91,9 @@ class Supervisor(abc.ABC):
         self.policy = policy or RestartPolicy()
         self.shutdown_timeout_s = shutdown_timeout_s
         self.settings = role_settings(config_file)
+        # --secure: the CA, certificates, keys and token under the data dir
+        # (broker/secure_setup.py) every child is started with.
+        self.secure: SecureFiles | None = None
         self.children: list[Child] = []
         self.endpoints: dict = {}
         self._stopping = False
@@ -167,6 +172,39 @@ class Supervisor(abc.ABC):
                     "supervisor of this data dir; stop it first"
                 )
 
+    def secure_args(self, role: str, port_tls: int) -> list[str]:
+        """With --secure, a child's security settings (``--set`` flags): TLS
+        on ``port_tls`` (0: a free one), tokens, authorization, and for the
+        broker and the bookie their own calls over TLS with the superuser's
+        token."""
+        if self.secure is None:
+            return []
+        values = {**self.secure.settings(), TLS_PORT_SETTING[role]: port_tls}
+        if role == "metastore":
+            values["raft_password"] = f"file://{self.secure.raft_secret}"
+        else:
+            values.update(self.secure.client_settings())
+        return [a for k, v in values.items() for a in ("--set", f"{k}={_flag_value(v)}")]
+
+    def secure_endpoints(self, service_url_tls: str) -> dict[str, object]:
+        """What endpoints.json adds with --secure: where the CA and the
+        superuser's token are, and how to connect (printed at start)."""
+        if self.secure is None:
+            return {}
+        return {
+            "security": {
+                "ca": str(self.secure.ca),
+                "admin_token": str(self.secure.admin_token),
+                "how_to_connect": self.secure.how_to_connect(service_url_tls),
+            }
+        }
+
+    def metastore_for_children(self, metastores: list[Child]) -> str:
+        """The metastore list the bookies and brokers are given: the TLS
+        ports when their own calls use TLS (--secure)."""
+        key = "local_tls" if self.secure is not None else "local"
+        return ",".join(str(c.info.get(key) or local(c.info)) for c in metastores)
+
     def launch(self, name: str, role: str, port: int, metrics_port: int, extra: list[str]) -> Child:
         """Start one child process (not waiting for it)."""
         run_dir, logs = self.data_dir / "run", self.data_dir / "logs"
@@ -220,7 +258,7 @@ class Supervisor(abc.ABC):
         if not child.ready_file.exists():
             return False
         child.info = json.loads(child.ready_file.read_text())
-        return health_serving(local(child.info))
+        return health_serving(local(child.info), tls=_health_tls(child.info))
 
     def _publish(self) -> None:
         """``<data-dir>/endpoints.json`` (addresses, pids, states), replaced atomically."""
@@ -330,10 +368,35 @@ def local(info: dict) -> str:
     return str(info.get("local") or info["grpc"])
 
 
+def _health_tls(info: dict) -> TlsClient | None:
+    """How to ask a child whose only gRPC port is its TLS one (it is ours:
+    whatever certificate it shows is trusted)."""
+    if info.get("local_tls") and info.get("local") == info.get("local_tls"):
+        return TlsClient(validate_hostname=False, allow_insecure=True)
+    return None
+
+
+TLS_PORT_SETTING = {
+    "metastore": "metastore_port_tls",
+    "bookie": "bookie_port_tls",
+    "broker": "broker_service_port_tls",
+}
+
+
+def _flag_value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _pin_ports(child: Child) -> None:
     """A restart reuses the ports the first start got (0 = a free one)."""
     cmd = child.cmd
-    pins = {"--port": child.info["grpc"].rpartition(":")[2]}
+    tls = child.info.get("local_tls") or ""
+    setting = TLS_PORT_SETTING.get(child.role, "")
+    if tls and f"{setting}=0" in cmd:
+        cmd[cmd.index(f"{setting}=0")] = f"{setting}={tls.rpartition(':')[2]}"
+    pins = {}
+    if child.info["local"] != tls:  # it has a plaintext port
+        pins["--port"] = child.info["local"].rpartition(":")[2]
     if child.info.get("metrics", -1) >= 0:
         pins["--metrics-port"] = str(child.info["metrics"])
     if "raft" in child.info and "--raft-port" in cmd:
@@ -365,4 +428,6 @@ def run(supervisor: Supervisor) -> int:
             supervisor.stop()
         return 1
     print(endpoints["service_url"], flush=True)
+    if "security" in endpoints:
+        print(endpoints["security"]["how_to_connect"], flush=True)
     return supervisor.watch()

@@ -23,6 +23,7 @@ from broker.stats_records import Record, RecordsRefused, pack
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
+from protos.tls import TlsClient
 
 # Lookups that redirect to another broker before one answers.
 MAX_LOOKUP_REDIRECTS = 5
@@ -44,8 +45,12 @@ class SystemTopicProducer:
         max_records: int,
         timeout_s: float,
         token: TokenSupplier | None = None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.token = token  # the broker's own (broker_client_auth_params)
+        # broker_client_tls_enabled: local_address is the TLS port, and the
+        # owner is reached at its TLS URL.
+        self.tls = tls
         self.local_address = local_address
         self.topic = topic
         self.producer_name = producer_name
@@ -101,7 +106,7 @@ class SystemTopicProducer:
 
     async def _connect(self) -> grpc.aio.StreamStreamCall:
         owner = await self._lookup()
-        self._channel = aio_channel(owner, (), self.token)
+        self._channel = aio_channel(owner, (), self.token, self.tls)
         call = broker_pb2_grpc.BrokerStub(self._channel).Produce()
         await call.write(
             broker_pb2.ProducerRequest(
@@ -121,16 +126,23 @@ class SystemTopicProducer:
         """The owner's address: ask this broker, then wherever it redirects."""
         address, authoritative = self.local_address, False
         for _ in range(MAX_LOOKUP_REDIRECTS + 1):
-            async with aio_channel(address, (), self.token) as channel:
+            async with aio_channel(address, (), self.token, self.tls) as channel:
                 resp = await broker_pb2_grpc.BrokerStub(channel).Lookup(
                     broker_pb2.LookupRequest(topic=self.topic, authoritative=authoritative),
                     timeout=self.timeout_s,
                 )
             if resp.error.code:
                 raise MagnetarServerError.from_proto(resp.error)
+            url = resp.broker_url_tls if self.tls is not None else resp.broker_url
+            if not url:
+                raise MagnetarServerError(
+                    f"the broker serving {self.topic} has no "
+                    f"{'TLS' if self.tls is not None else 'plaintext'} port",
+                    common_pb2.SERVICE_NOT_READY,
+                )
             if not resp.redirect:
-                return resp.broker_url
-            address, authoritative = resp.broker_url, resp.authoritative
+                return url
+            address, authoritative = url, resp.authoritative
         raise MagnetarServerError(
             f"looking up {self.topic}: more than {MAX_LOOKUP_REDIRECTS} redirects",
             common_pb2.SERVICE_NOT_READY,

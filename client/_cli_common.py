@@ -49,14 +49,35 @@ def authentication_of(plugin: str | None, params: str | None) -> AuthenticationT
     raise click.UsageError("--auth-params: give token:<jwt> or file:///path/to/token")
 
 
+TLS = "magnetar.tls"
+
+
+def tls_options(
+    service_url: str, trust_certs: str | None, allow_insecure: bool, validate_hostname: bool
+) -> dict[str, object]:
+    """pulsar-admin's TLS flags as the Admin's TLS options (only those given)."""
+    given = {
+        "tls_trust_certs_file_path": trust_certs,
+        "tls_allow_insecure_connection": allow_insecure or None,
+        "tls_validate_hostname": validate_hostname or None,
+    }
+    options: dict[str, object] = {k: v for k, v in given.items() if v is not None}
+    if options and not service_url.strip().startswith("magnetar+tls://"):
+        raise click.UsageError(
+            f"{', '.join(sorted(options))}: TLS flags need a magnetar+tls:// service URL"
+        )
+    return options
+
+
 def admin_call(service_url: str, fn: Callable[[Admin], object]) -> None:
     """Print ``fn``'s answer as JSON (``null`` for None); an SDK error prints
     ``Error: <PulsarName>: <message>`` and exits 1. The authentication is
     the command's (``--auth-params``)."""
     ctx = click.get_current_context(silent=True)
     authentication = ctx.meta.get(AUTHENTICATION) if ctx is not None else None
+    tls = (ctx.meta.get(TLS) if ctx is not None else None) or {}
     try:
-        with Admin(service_url, authentication=authentication) as a:
+        with Admin(service_url, authentication=authentication, **tls) as a:
             click.echo(json.dumps(fn(a), indent=2, sort_keys=True))
     except MagnetarError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None

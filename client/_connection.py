@@ -20,13 +20,23 @@ from client.exceptions import (
     ConnectError,
     InvalidUrl,
     MagnetarError,
+    TlsHandshakeError,
     from_wire,
 )
 from client.exceptions import LookupError as MagnetarLookupError
 from protos import broker_pb2, broker_pb2_grpc, channel, common_pb2
-from protos.credentials import TokenSupplier, aio_channel
+from protos.credentials import TokenSupplier, aio_channel, with_token
+from protos.tls import TlsClient, diagnose
 
 log = logging.getLogger(__name__)
+
+
+SCHEMES = ("magnetar", "magnetar+tls")
+
+
+def is_tls_url(url: str) -> bool:
+    """Whether a service URL asks for TLS (``magnetar+tls://``)."""
+    return isinstance(url, str) and url.strip().startswith("magnetar+tls://")
 
 
 def parse_service_url(url: str) -> list[str]:
@@ -36,9 +46,7 @@ def parse_service_url(url: str) -> list[str]:
     rest = url.strip()
     if "://" in rest:
         scheme, rest = rest.split("://", 1)
-        if scheme == "magnetar+tls":
-            raise InvalidUrl(f"service URL {url!r}: TLS is not available yet; use magnetar://")
-        if scheme != "magnetar":
+        if scheme not in SCHEMES:
             raise InvalidUrl(
                 f"service URL {url!r}: the scheme must be magnetar:// or magnetar+tls://"
             )
@@ -87,15 +95,57 @@ _CANNOT_CONNECT = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConne
 
 
 class Connection:
-    """One channel to a broker; producers and consumers share it."""
+    """One channel to a broker; producers and consumers share it. A TLS
+    channel is opened by the first ``ensure_ready`` (it may read the
+    broker's certificate first: protos/tls.py)."""
 
     def __init__(
-        self, address: str, connection_timeout_ms: int, token: TokenSupplier | None = None
+        self,
+        address: str,
+        connection_timeout_ms: int,
+        token: TokenSupplier | None = None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.address = address
         self.connection_timeout_s = connection_timeout_ms / 1000
-        self.channel = aio_channel(address, channel_options(), token)
-        self.stub = broker_pb2_grpc.BrokerStub(self.channel)
+        self.token = token
+        self.tls = tls
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: broker_pb2_grpc.BrokerStub | None = None
+        if tls is None:
+            self._set_channel(aio_channel(address, channel_options(), token))
+
+    def _set_channel(self, channel: grpc.aio.Channel) -> None:
+        self._channel = channel
+        self._stub = broker_pb2_grpc.BrokerStub(channel)
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        assert self._channel is not None, "ensure_ready opens a TLS channel first"
+        return self._channel
+
+    @property
+    def stub(self) -> broker_pb2_grpc.BrokerStub:
+        assert self._stub is not None, "ensure_ready opens a TLS channel first"
+        return self._stub
+
+    async def _open_tls(self) -> None:
+        assert self.tls is not None
+        try:
+            channel = await self.tls.channel(self.address, channel_options())
+        except ConnectionError as exc:  # reading its certificate failed
+            raise TlsHandshakeError(
+                f"cannot connect to the broker at {self.address}: {exc}"
+            ) from None
+        self._set_channel(with_token(channel, self.token))
+
+    async def _failed(self) -> ConnectError:
+        """Why connecting failed: TlsHandshakeError when a handshake says
+        (no use trying again), else ConnectError."""
+        why = await asyncio.to_thread(diagnose, self.address, self.tls)
+        if why is not None:
+            return TlsHandshakeError(f"cannot connect to the broker at {self.address}: {why}")
+        return ConnectError(f"cannot connect to the broker at {self.address} (connecting failed)")
 
     async def ensure_ready(self, timeout_s: float | None = None) -> None:
         """Return once the channel is connected; else ConnectError: at once
@@ -104,6 +154,8 @@ class Connection:
         The channel's own state is the truth: a channel whose broker died
         leaves READY, so it is never taken as connected afterwards."""
         timeout_s = timeout_s or self.connection_timeout_s
+        if self._channel is None:
+            await self._open_tls()
         state = self.channel.get_state(try_to_connect=True)
         if state == _READY:
             return
@@ -111,9 +163,7 @@ class Connection:
         deadline = loop.time() + timeout_s
         while state != _READY:
             if state in _CANNOT_CONNECT:
-                raise ConnectError(
-                    f"cannot connect to the broker at {self.address} (connecting failed)"
-                )
+                raise await self._failed()
             try:
                 await asyncio.wait_for(
                     self.channel.wait_for_state_change(state), deadline - loop.time()
@@ -125,7 +175,8 @@ class Connection:
             state = self.channel.get_state(try_to_connect=True)
 
     async def close(self) -> None:
-        await self.channel.close()
+        if self._channel is not None:
+            await self._channel.close()
 
 
 # The gRPC statuses of a refused call (the broker's access guard,
@@ -207,8 +258,10 @@ class Connections:
         connection_timeout_ms: int,
         timeout_s: float,
         token: TokenSupplier | None = None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.token = token  # what every call carries (the client's authentication)
+        self.tls = tls  # magnetar+tls://: brokers are reached at their TLS URLs
         self.connection_timeout_ms = connection_timeout_ms
         self.timeout_s = timeout_s
         self._pool: dict[str, Connection] = {}
@@ -218,7 +271,9 @@ class Connections:
     def get(self, address: str) -> Connection:
         conn = self._pool.get(address)
         if conn is None:
-            conn = self._pool[address] = Connection(address, self.connection_timeout_ms, self.token)
+            conn = self._pool[address] = Connection(
+                address, self.connection_timeout_ms, self.token, self.tls
+            )
         return conn
 
     @staticmethod
@@ -253,6 +308,8 @@ class Connections:
             try:
                 await conn.ensure_ready(max(0.001, min(SERVICE_PROBE_S, deadline - loop.time())))
                 result = await call(conn)
+            except TlsHandshakeError:
+                raise  # the other brokers of the URL are set up alike
             except ConnectError as exc:
                 failures[address] = str(exc)
             except grpc.aio.AioRpcError as exc:
@@ -311,6 +368,8 @@ class Connections:
         try:
             await conn.ensure_ready(min(LOOKUP_PROBE_S, self.timeout_s))
             return await self._lookup_rpc(conn, topic, walk.authoritative)
+        except TlsHandshakeError:
+            raise
         except ConnectError as exc:
             why = str(exc)
         except grpc.aio.AioRpcError as exc:
@@ -331,7 +390,7 @@ class Connections:
     ) -> Connection | None:
         """The owner, when the broker asked is the one named; else the walk
         moves on to the broker named (at most MAX_LOOKUP_REDIRECTS hops)."""
-        target = self.get(resp.broker_url)
+        target = self.get(self._url_of(topic, resp))
         if not resp.redirect:
             if target is walk.conn:
                 return target  # the owner itself answered
@@ -347,6 +406,17 @@ class Connections:
             )
         walk.conn, walk.authoritative = target, resp.authoritative
         return None
+
+    def _url_of(self, topic: str, resp: broker_pb2.LookupResponse) -> str:
+        """The named broker's URL of this client's protocol."""
+        url = resp.broker_url_tls if self.tls is not None else resp.broker_url
+        if not url:  # the service URL's scheme does not fit this cluster
+            raise InvalidUrl(
+                f"the broker serving {topic} has no TLS port: connect with magnetar://"
+                if self.tls is not None
+                else f"the broker serving {topic} has TLS only: connect with magnetar+tls://"
+            )
+        return url
 
     async def close(self) -> None:
         for conn in self._pool.values():

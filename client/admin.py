@@ -38,6 +38,7 @@ import grpc
 
 from client._admin_permissions import NamespacePermissionVerbs, TopicPermissionVerbs
 from client._admin_policies import PolicyVerbs
+from client._client_options import TLS_OPTIONS, client_tls
 from client._connection import (
     LOOKUP_PROBE_S,
     MAX_LOOKUP_REDIRECTS,
@@ -55,12 +56,15 @@ from client.message import Message, unpack_split
 from protos import broker_pb2, broker_pb2_grpc
 from protos.credentials import sync_channel
 from protos.entry import split_entry
+from protos.tls import TlsClient, diagnose
 
 # A channel in one of these states cannot carry a call now (see Connection.ensure_ready).
 _CANNOT_CONNECT = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
 
 
-def wait_connected(ch: grpc.Channel, address: str, timeout_s: float) -> None:
+def wait_connected(
+    ch: grpc.Channel, address: str, timeout_s: float, tls: TlsClient | None = None
+) -> None:
     """Return once ``ch`` is connected; else ConnectError: at once when
     connecting fails (refused or reset), after ``timeout_s`` when the broker
     does not answer. Called once per channel until it connects (and again
@@ -82,7 +86,8 @@ def wait_connected(ch: grpc.Channel, address: str, timeout_s: float) -> None:
             if state == grpc.ChannelConnectivity.READY:
                 return
             if state in _CANNOT_CONNECT:
-                raise ConnectError(f"cannot connect to the broker at {address} (connecting failed)")
+                why = diagnose(address, tls) or "connecting failed"
+                raise ConnectError(f"cannot connect to the broker at {address} ({why})")
     finally:
         ch.unsubscribe(on_change)
 
@@ -272,7 +277,9 @@ class _Topics(TopicPermissionVerbs, PolicyVerbs):
         )
 
     def lookup(self, topic: str) -> dict[str, Any]:
-        """``{"brokerUrl": "magnetar://host:port"}``: the broker serving ``topic``."""
+        """``{"brokerUrl": "magnetar://host:port", "brokerUrlTls":
+        "magnetar+tls://host:port"}`` (Pulsar's fields; each only when the
+        broker serving ``topic`` has that port)."""
         resp, address = self._admin._call_with_address(
             broker_pb2_grpc.BrokerStub, "Lookup", broker_pb2.LookupRequest(topic=topic)
         )
@@ -280,8 +287,15 @@ class _Topics(TopicPermissionVerbs, PolicyVerbs):
             if resp.error.code != 0:
                 raise from_wire(resp.error)
             if not resp.redirect:
-                return {"brokerUrl": f"magnetar://{resp.broker_url}"}
-            address = resp.broker_url
+                return {
+                    **({"brokerUrl": f"magnetar://{resp.broker_url}"} if resp.broker_url else {}),
+                    **(
+                        {"brokerUrlTls": f"magnetar+tls://{resp.broker_url_tls}"}
+                        if resp.broker_url_tls
+                        else {}
+                    ),
+                }
+            address = resp.broker_url_tls if self._admin._tls is not None else resp.broker_url
             resp = self._admin._call_at(
                 address,
                 broker_pb2_grpc.BrokerStub,
@@ -466,8 +480,20 @@ class _Namespaces(NamespacePermissionVerbs, PolicyVerbs):
 
 class Admin:
     def __init__(
-        self, service_url: str, authentication: Any = None, timeout_seconds: float = 30
+        self,
+        service_url: str,
+        authentication: Any = None,
+        timeout_seconds: float = 30,
+        **tls: Any,
     ) -> None:
+        """``tls``: the Client's TLS options (``tls_trust_certs_file_path``,
+        ``tls_allow_insecure_connection``, ``tls_validate_hostname``,
+        ``tls_certificate_file_path``, ``tls_private_key_file_path``) for a
+        ``magnetar+tls://`` URL."""
+        unknown = set(tls) - set(TLS_OPTIONS)
+        if unknown:
+            raise InvalidConfiguration(f"Admin() got unknown options {sorted(unknown)}")
+        self._tls = client_tls(service_url, tls)
         self._token = token_of(authentication)
         addresses = list(dict.fromkeys(parse_service_url(service_url)))
         self._brokers = ServiceBrokers(addresses, pick_start(len(addresses)))
@@ -482,14 +508,18 @@ class Admin:
     def _channel(self, address: str) -> grpc.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = sync_channel(address, channel_options(), self._token)
+            try:
+                ch = sync_channel(address, channel_options(), self._token, self._tls)
+            except ConnectionError as exc:  # reading its certificate failed
+                raise ConnectError(f"cannot connect to the broker at {address}: {exc}") from None
+            self._channels[address] = ch
         return ch
 
     def _connect(self, address: str, probe_s: float) -> grpc.Channel:
         """The channel to ``address``, connected (else ConnectError: nothing was sent)."""
         ch = self._channel(address)
         if address not in self._connected:
-            wait_connected(ch, address, min(probe_s, self._timeout_s))
+            wait_connected(ch, address, min(probe_s, self._timeout_s), self._tls)
             self._connected.add(address)
         return ch
 

@@ -25,7 +25,13 @@ from pathlib import Path
 import click
 
 from client import stats_export
-from client._cli_common import AUTHENTICATION, DEFAULT_SERVICE_URL, authentication_of
+from client._cli_common import (
+    AUTHENTICATION,
+    DEFAULT_SERVICE_URL,
+    TLS,
+    authentication_of,
+    tls_options,
+)
 from client._cli_common import admin_call as _admin_call
 from client._cli_namespaces import add_lifecycle_commands
 from client._cli_permissions import add_permission_commands
@@ -57,13 +63,39 @@ from protos import stats_schema
     help="Only token authentication is available: token, or Pulsar's "
     "org.apache.pulsar.client.impl.auth.AuthenticationToken.",
 )
+@click.option(
+    "--tls-trust-certs-file-path",
+    "--tls-trust-cert-path",
+    "tls_trust_certs_file_path",
+    envvar="MAGNETAR_TLS_TRUST_CERTS_FILE_PATH",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CA certificates (PEM) a magnetar+tls:// broker is checked against.",
+)
+@click.option("--tls-allow-insecure", is_flag=True, help="Trust any broker certificate.")
+@click.option(
+    "--tls-enable-hostname-verification",
+    is_flag=True,
+    help="Check that the broker's certificate is for the host connected to.",
+)
 @click.pass_context
 def main(
-    ctx: click.Context, service_url: str, auth_params: str | None, auth_plugin: str | None
+    ctx: click.Context,
+    service_url: str,
+    auth_params: str | None,
+    auth_plugin: str | None,
+    tls_trust_certs_file_path: str | None,
+    tls_allow_insecure: bool,
+    tls_enable_hostname_verification: bool,
 ) -> None:
     """Administration, mirroring pulsar-admin; prints JSON."""
     ctx.obj = service_url
     ctx.meta[AUTHENTICATION] = authentication_of(auth_plugin, auth_params)
+    ctx.meta[TLS] = tls_options(
+        service_url,
+        tls_trust_certs_file_path,
+        tls_allow_insecure,
+        tls_enable_hostname_verification,
+    )
 
 
 @main.group()
@@ -279,6 +311,7 @@ def stats_export_cmd(
                 topic,
                 advance,
                 click.get_current_context().meta.get(AUTHENTICATION),
+                click.get_current_context().meta.get(TLS) or {},
             )
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None

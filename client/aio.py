@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client._batch_receive import batch_receive_async
-from client._client_options import check_client_options
+from client._client_options import client_tls
 from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
@@ -343,11 +343,13 @@ class Client:
         connection_timeout_ms: int = 10000,
         **kwargs: Any,
     ) -> None:
-        check_client_options(kwargs)
-        self._token = token_of(authentication)
-        self._addresses = parse_service_url(service_url)
+        tls = client_tls(service_url, kwargs)
         self._operation_timeout_s = operation_timeout_seconds
-        self._connection_timeout_ms = connection_timeout_ms
+        # What the connection pool is made with, when first needed.
+        self._pool_args = (
+            parse_service_url(service_url), connection_timeout_ms, operation_timeout_seconds,
+            token_of(authentication), tls,
+        )  # fmt: skip
         self._connections: Connections | None = None
         self._producers: list[AnyProducerEngine] = []
         self._consumers: list[AnyConsumerEngine] = []
@@ -357,9 +359,7 @@ class Client:
         if self._closed:
             raise AlreadyClosed("the client is closed")
         if self._connections is None:
-            self._connections = Connections(
-                self._addresses, self._connection_timeout_ms, self._operation_timeout_s, self._token
-            )
+            self._connections = Connections(*self._pool_args)
         return self._connections
 
     async def _owner(self, topic: str) -> Connection:

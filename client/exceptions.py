@@ -37,6 +37,12 @@ class ConnectError(MagnetarError):
     result = Result.ConnectError
 
 
+class TlsHandshakeError(ConnectError):
+    """A ConnectError that trying again cannot cure: the broker's port speaks
+    the other protocol (TLS or plaintext), or its certificate is not trusted
+    or not for the name asked for. The message says which."""
+
+
 class ReadError(MagnetarError):
     result = Result.ReadError
 

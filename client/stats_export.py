@@ -164,13 +164,13 @@ class HourFiles:
         return names
 
 
-def _check_topic(service_url: str, topic: str, authentication: Any) -> None:
+def _check_topic(service_url: str, topic: str, authentication: Any, tls: dict) -> None:
     """TopicNotFound unless the stats topic exists (a reader would create it)."""
     from client.admin import Admin
     from protos.topic_name import TopicName
 
     name = TopicName.parse(topic)
-    with Admin(service_url, authentication=authentication) as admin:
+    with Admin(service_url, authentication=authentication, **tls) as admin:
         listed = admin.topics.get_list(name.namespace_name, include_system_topic=True)
     if name.full_name not in listed:
         raise TopicNotFound(
@@ -188,20 +188,21 @@ def export(
     topic: str = stats_schema.STATS_TOPIC,
     progress: Callable[[int], None] | None = None,
     authentication: Any = None,
+    tls: dict | None = None,
 ) -> ExportSummary:
     """Write the records of ``[since_ms, until_ms)`` to hourly files under
     ``output``; ``progress`` is told each record's timestamp. ``authentication``
-    is the Client's (AuthenticationToken)."""
+    and ``tls`` (its TLS options) are the Client's."""
     from client import Client
 
     if until_ms <= since_ms:
         raise ValueError(f"--until ({until_ms}) must be after --since ({since_ms})")
-    _check_topic(service_url, topic, authentication)
+    _check_topic(service_url, topic, authentication, tls or {})
     files = HourFiles(output, fmt)
     summary = ExportSummary()
     started_ms = int(time.time() * 1000)
     try:
-        with Client(service_url, authentication=authentication) as client:
+        with Client(service_url, authentication=authentication, **(tls or {})) as client:
             reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=5000)
             reader.seek(since_ms)
             _copy(reader, since_ms, until_ms, started_ms, files, summary, progress)

@@ -37,6 +37,7 @@ import grpc
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
+from protos.tls import TlsClient
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,7 @@ class MetastoreClient:
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 0.25,
         token: TokenSupplier | None = None,
+        tls: TlsClient | None = None,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
@@ -171,6 +173,9 @@ class MetastoreClient:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.token = token  # what every call carries (broker_client_auth_params)
+        # broker_client_tls_enabled: ``addresses`` are TLS ports, and a leader
+        # hint (a plaintext address) not among them is not followed.
+        self.tls = tls
         self._current = self.addresses[0]
         self._stubs: dict[str, tuple[grpc.aio.Channel, metastore_pb2_grpc.MetastoreStub]] = {}
 
@@ -185,7 +190,7 @@ class MetastoreClient:
         address = address or self._current
         got = self._stubs.get(address)
         if got is None:
-            channel = aio_channel(address, _channel_options(), self.token)
+            channel = aio_channel(address, _channel_options(), self.token, self.tls)
             got = self._stubs[address] = (channel, metastore_pb2_grpc.MetastoreStub(channel))
         return got[1]
 
@@ -196,6 +201,8 @@ class MetastoreClient:
 
     def _follow(self, failed: str, leader: str = "") -> None:
         """After ``failed`` could not serve a call: go to ``leader`` or the next node."""
+        if self.tls is not None and leader not in self.addresses:
+            leader = ""  # its plaintext address: go round the listed TLS ports instead
         if leader and leader != failed:
             if leader not in self.addresses:
                 self.addresses.append(leader)

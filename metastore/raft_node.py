@@ -134,6 +134,7 @@ class MetastoreNode(SyncObj):
         log_compaction_min_entries: int,
         reconnect_interval_ms: int = 250,
         on_apply: Callable[[], None] | None = None,
+        password: str | None = None,
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         journal = str(data_dir / "raft.journal")
@@ -159,6 +160,7 @@ class MetastoreNode(SyncObj):
             # A leader that hears from no majority steps down after two election
             # timeouts (pysyncobj's default is 30 s of possibly stale reads).
             leaderFallbackTimeout=2 * election_timeout_max_ms / 1000,
+            password=password or None,  # raft_password: pysyncobj's encryption
         )
         # pysyncobj snapshots exactly the attributes created after its own
         # __init__: the runtime ones go before it, the replicated state after.

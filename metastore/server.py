@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from prometheus_client import REGISTRY, generate_latest
 
 from metastore import metrics
 from metastore.cluster_layout import ClusterLayout
 from metastore.leadership import Leadership
 from metastore.metrics import timed
+from metastore.process_setup import bind_grpc, ports_of, raft_password, start_http
 from metastore.raft_node import MetastoreNode
 from metastore.session_deadlines import SessionDeadlines
 from metastore.settings import MetastoreSettings
@@ -41,8 +41,7 @@ from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, Record, vali
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.data_dir_lock import DataDirLock
 from protos.errors import error
-from protos.http_endpoint import HttpEndpoint
-from protos.security_settings import add_cluster_servicer
+from protos.security_settings import add_cluster_servicer, server_tls
 
 log = logging.getLogger("metastore")
 
@@ -485,44 +484,11 @@ def _service(
         log_compaction_min_entries=settings.log_compaction_min_entries,
         reconnect_interval_ms=settings.raft_reconnect_interval_ms,
         on_apply=lambda: holder[0].on_apply() if holder else None,
+        password=raft_password(settings.raft_password),
     )
     service = MetastoreService(node, settings, layout)
     holder.append(service)
     return service
-
-
-def _ports(settings: MetastoreSettings) -> tuple[ClusterLayout, str, int, int]:
-    """This node's layout, bind address, gRPC port and Raft port (free
-    ones picked for 0). StartRefused for a peer list it cannot use."""
-    try:
-        if settings.peers.strip():
-            layout = ClusterLayout.from_settings(settings, 0, 0)
-            host, _, client_port = layout.client_address.rpartition(":")
-            bind = settings.bind_address or host  # reachable where the peers look for it
-            return layout, bind, int(client_port), int(layout.raft_address.rpartition(":")[2])
-        bind = settings.bind_address or "127.0.0.1"
-        raft_port = settings.raft_port or serving.free_port(bind)
-        port = settings.port or serving.free_port(bind)
-    except (ValueError, OSError) as exc:
-        raise serving.StartRefused(str(exc)) from None
-    return ClusterLayout.from_settings(settings, port, raft_port), bind, port, raft_port
-
-
-async def _start_http(
-    settings: MetastoreSettings, service: MetastoreService, bind: str, port: int
-) -> tuple[HttpEndpoint | None, int]:
-    """/metrics (etcd's and Pulsar's series, metastore/metrics.py) and /status.html."""
-    metrics.register(service, Path(settings.data_dir))
-    endpoint, metrics_port = await serving.start_http(
-        bind,
-        settings.metrics_port,
-        serving.thread_render(lambda: generate_latest(REGISTRY)),
-        settings.http_max_connections,
-        settings.http_min_render_interval_ms,
-    )
-    if endpoint is not None:
-        endpoint.health.address = serving.local_address(bind, port)
-    return endpoint, metrics_port
 
 
 async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> None:
@@ -535,18 +501,20 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
 
 
 async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
-    layout, bind, port, raft_port = _ports(settings)
+    layout, bind, port, raft_port = ports_of(settings)
     serving.check_port_free(bind, port, "gRPC")
+    serving.check_port_free(bind, settings.metastore_port_tls, "gRPC TLS")
     serving.check_port_free(bind, raft_port, "raft")
     serving.check_port_free(bind, settings.metrics_port, "metrics")
+    tls = server_tls(settings)
     server = grpc.aio.server(options=serving.grpc_options())
     service = _service(settings, layout, f"{bind}:{raft_port}")
     node = service.node
     add_cluster_servicer(server, service, metastore_pb2.DESCRIPTOR, "Metastore", settings)
     health = serving.add_health(server)
     serving.set_serving(health, False)
-    port = await serving.bind(server, bind, port)
-    endpoint, metrics_port = await _start_http(settings, service, bind, port)
+    listeners = await bind_grpc(server, settings, bind, port, tls)
+    endpoint, metrics_port = await start_http(settings, service, bind, listeners, tls)
     await server.start()
     stop = asyncio.Event()
     serving.install_shutdown(asyncio.get_running_loop(), stop.set)
@@ -561,8 +529,10 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     serving.write_ready_file(
         ready_file,
         {
-            "grpc": layout.client_address,
-            "local": serving.local_address(bind, port),
+            "grpc": layout.client_address if listeners.plain else listeners.tls,
+            "local": listeners.local,
+            "grpc_tls": listeners.tls,
+            "local_tls": listeners.local_tls,
             "raft": layout.raft_address,
             "node_id": layout.node_id,
             "metrics": metrics_port,
@@ -570,11 +540,11 @@ async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
         },
     )
     log.info(
-        "metastore node %s serving on %s:%d as %s (raft %s, %d partners, metrics %d, data %s)",
+        "metastore node %s serving on %s as %s (TLS %s, raft %s, %d partners, metrics %d, data %s)",
         layout.node_id,
-        bind,
-        port,
+        listeners.local,
         layout.client_address,
+        listeners.tls or "off",
         layout.raft_address,
         len(layout.partners),
         metrics_port,

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from protos.security_settings import (
     authentication_enabled_setting,
     authorization_enabled_setting,
+    metrics_tls_enabled_setting,
+    port_tls_setting,
     superuser_roles_setting,
+    tls_certificate_file_path_setting,
+    tls_key_file_path_setting,
+    tls_require_trusted_client_cert_on_connect_setting,
+    tls_trust_certs_file_path_setting,
     token_auth_claim_setting,
     token_cache_max_entries_setting,
     token_public_key_setting,
@@ -32,7 +38,8 @@ class MetastoreSettings:
         "in peers, where the others look for it.",
     )
     advertised_address: str = advertised_address_setting()
-    port: int = setting(2379, "gRPC port for clients (0 = pick a free port).")
+    port: int = setting(2379, "gRPC port for clients (0 = pick a free port, -1 = off: TLS only).")
+    metastore_port_tls: int = port_tls_setting(2378, "clients (brokers, bookies)")
     raft_port: int = setting(2380, "Raft port between metastore nodes (0 = pick a free port).")
     metrics_port: int = metrics_port_setting(7000)
     http_max_connections: int = http_max_connections_setting()
@@ -83,5 +90,18 @@ class MetastoreSettings:
     token_public_key: str = token_public_key_setting()
     token_auth_claim: str = token_auth_claim_setting()
     token_cache_max_entries: int = token_cache_max_entries_setting()
+    tls_certificate_file_path: str = tls_certificate_file_path_setting()
+    tls_key_file_path: str = tls_key_file_path_setting()
+    tls_trust_certs_file_path: str = tls_trust_certs_file_path_setting()
+    tls_require_trusted_client_cert_on_connect: bool = (
+        tls_require_trusted_client_cert_on_connect_setting()
+    )
+    metrics_tls_enabled: bool = metrics_tls_enabled_setting()
+    raft_password: str = setting(
+        "",
+        "Encrypt and authenticate the Raft traffic between metastore nodes with this shared "
+        "secret (pysyncobj's own encryption; every node the same): the secret itself, or "
+        "file:///path to a file holding it. Empty = clear text.",
+    )
     shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")

@@ -69,16 +69,18 @@ class LookupRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., authoritative: _Optional[bool] = ...) -> None: ...
 
 class LookupResponse(_message.Message):
-    __slots__ = ("error", "broker_url", "redirect", "authoritative")
+    __slots__ = ("error", "broker_url", "redirect", "authoritative", "broker_url_tls")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     BROKER_URL_FIELD_NUMBER: _ClassVar[int]
     REDIRECT_FIELD_NUMBER: _ClassVar[int]
     AUTHORITATIVE_FIELD_NUMBER: _ClassVar[int]
+    BROKER_URL_TLS_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.Error
     broker_url: str
     redirect: bool
     authoritative: bool
-    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., broker_url: _Optional[str] = ..., redirect: _Optional[bool] = ..., authoritative: _Optional[bool] = ...) -> None: ...
+    broker_url_tls: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., broker_url: _Optional[str] = ..., redirect: _Optional[bool] = ..., authoritative: _Optional[bool] = ..., broker_url_tls: _Optional[str] = ...) -> None: ...
 
 class PartitionedTopicMetadataRequest(_message.Message):
     __slots__ = ("topic",)

@@ -19,6 +19,8 @@ from typing import Any, cast
 
 import grpc
 
+from protos.tls import TlsClient
+
 AUTHORIZATION = "authorization"
 BEARER = "Bearer "
 
@@ -123,21 +125,38 @@ class _TokenChannel:
         self._channel.close()
 
 
+def with_token(channel: Any, token: TokenSupplier | None) -> Any:
+    """``channel`` whose calls carry ``token``'s token (itself when None)."""
+    return channel if token is None else _TokenChannel(channel, token)
+
+
 def aio_channel(
-    address: str, options: Sequence[tuple[str, Any]], token: TokenSupplier | None = None
+    address: str,
+    options: Sequence[tuple[str, Any]],
+    token: TokenSupplier | None = None,
+    tls: TlsClient | None = None,
 ) -> grpc.aio.Channel:
-    """An asyncio channel to ``address`` whose calls carry ``token``'s token."""
-    channel = grpc.aio.insecure_channel(address, options=options)
-    if token is None:
-        return channel
-    return cast(grpc.aio.Channel, _TokenChannel(channel, token))
+    """An asyncio channel to ``address`` (over TLS when given ``tls``, which
+    must check names: protos/tls.py) whose calls carry ``token``'s token."""
+    if tls is None:
+        channel = grpc.aio.insecure_channel(address, options=options)
+    else:
+        if tls.needs_probe:
+            raise ValueError("this channel must check the server's name (use TlsClient.channel)")
+        channel = grpc.aio.secure_channel(address, tls.credentials(), options=options)
+    return cast(grpc.aio.Channel, with_token(channel, token))
 
 
 def sync_channel(
-    address: str, options: Sequence[tuple[str, Any]], token: TokenSupplier | None = None
+    address: str,
+    options: Sequence[tuple[str, Any]],
+    token: TokenSupplier | None = None,
+    tls: TlsClient | None = None,
 ) -> grpc.Channel:
-    """A blocking channel to ``address`` whose calls carry ``token``'s token."""
-    channel = grpc.insecure_channel(address, options=options)
-    if token is None:
-        return channel
-    return cast(grpc.Channel, _TokenChannel(channel, token))
+    """A blocking channel to ``address`` (over TLS when given ``tls``) whose
+    calls carry ``token``'s token."""
+    if tls is None:
+        channel = grpc.insecure_channel(address, options=options)
+    else:
+        channel = tls.sync_channel(address, list(options))
+    return cast(grpc.Channel, with_token(channel, token))

@@ -34,10 +34,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from protos.tls import TlsClient
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +127,22 @@ class HealthProbe:
 
     def __init__(self) -> None:
         self.address: str | None = None
+        # How to reach a process whose only gRPC port is its TLS one.
+        self.tls: TlsClient | None = None
         self._channel: grpc.aio.Channel | None = None
 
     async def serving(self) -> bool:
         if self.address is None:
             return False
-        if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.address)
+        try:
+            if self._channel is None:
+                self._channel = (
+                    grpc.aio.insecure_channel(self.address)
+                    if self.tls is None
+                    else await self.tls.channel(self.address, [])
+                )
+        except ConnectionError:
+            return False
         try:
             resp = await health_pb2_grpc.HealthStub(self._channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=HEALTH_TIMEOUT_S
@@ -165,10 +177,11 @@ class HttpEndpoint:
         self.scrapes = 0
         self.renders = 0
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 picks a free port); returns the port."""
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        """Listen on ``host:port`` (0 picks a free port; HTTPS with ``tls``);
+        returns the port."""
         self._server = await asyncio.start_server(
-            self._connection, host, port, limit=MAX_HEAD_BYTES, reuse_address=True
+            self._connection, host, port, limit=MAX_HEAD_BYTES, reuse_address=True, ssl=tls
         )
         return int(self._server.sockets[0].getsockname()[1])
 

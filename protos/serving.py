@@ -13,10 +13,12 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf import message_factory
@@ -27,6 +29,7 @@ from protos.access import AccessGuard
 from protos.channel import MAX_GRPC_MESSAGE_BYTES as MAX_GRPC_MESSAGE_BYTES
 from protos.channel import grpc_options as grpc_options
 from protos.http_endpoint import HttpEndpoint, Render
+from protos.tls import TlsClient
 
 # mallopt(3) parameter numbers (glibc malloc.h).
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -2, -3, -8
@@ -198,10 +201,14 @@ def add_servicer(
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
-def health_serving(address: str, timeout_s: float = 1.0) -> bool:
+def health_serving(address: str, timeout_s: float = 1.0, tls: TlsClient | None = None) -> bool:
     """Whether the process at ``address`` says SERVING on its gRPC health
-    service (``magnetar health``, supervisors, probes)."""
-    with grpc.insecure_channel(address) as channel:
+    service (``magnetar health``, supervisors, probes); over TLS with ``tls``."""
+    try:
+        opened = grpc.insecure_channel(address) if tls is None else tls.sync_channel(address, [])
+    except ConnectionError:
+        return False
+    with opened as channel:
         try:
             resp = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
@@ -307,7 +314,12 @@ def advertised(bind_address: str, advertised_address: str) -> str:
 
 
 async def start_http(
-    host: str, port: int, render: Render, max_connections: int, min_render_interval_ms: int = 0
+    host: str,
+    port: int,
+    render: Render,
+    max_connections: int,
+    min_render_interval_ms: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[HttpEndpoint | None, int]:
     """Serve ``/metrics`` and ``/status.html`` (protos/http_endpoint.py);
     port 0 picks a free one, -1 is off. Returns the endpoint and its port
@@ -320,11 +332,45 @@ async def start_http(
     except ValueError as exc:
         raise StartRefused(str(exc)) from None
     try:
-        return endpoint, await endpoint.start(host, port)
+        return endpoint, await endpoint.start(host, port, tls)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortInUse(port, "metrics", host) from None
         raise
+
+
+class HttpSettings(Protocol):
+    @property
+    def metrics_port(self) -> int: ...
+    @property
+    def http_max_connections(self) -> int: ...
+    @property
+    def http_min_render_interval_ms(self) -> int: ...
+
+
+async def start_http_endpoint(
+    bind_address: str,
+    settings: HttpSettings,
+    render: Render,
+    listeners: Listeners,
+    metrics_tls: ssl.SSLContext | None,
+    health_tls: TlsClient | None,
+) -> tuple[HttpEndpoint | None, int]:
+    """A server's HTTP port (HTTPS with ``metrics_tls``) with its readiness
+    check pointed at the server's own gRPC port: the plaintext one, else
+    the TLS one (asked with ``health_tls``)."""
+    endpoint, port = await start_http(
+        bind_address,
+        settings.metrics_port,
+        render,
+        settings.http_max_connections,
+        settings.http_min_render_interval_ms,
+        metrics_tls,
+    )
+    if endpoint is not None:
+        endpoint.health.address = listeners.local
+        endpoint.health.tls = None if listeners.local_plain else health_tls
+    return endpoint, port
 
 
 def thread_render(make: Callable[[], bytes]) -> Render:
@@ -342,16 +388,73 @@ def install_shutdown(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) 
         loop.add_signal_handler(sig, stop)
 
 
-async def bind(server: grpc.aio.Server, host: str, port: int) -> int:
+async def bind(
+    server: grpc.aio.Server,
+    host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None = None,
+) -> int:
+    """Listen on ``host:port`` (0: a free port), with TLS when given ``credentials``."""
+    what = "gRPC TLS" if credentials is not None else "gRPC"
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
     except RuntimeError:
         bound = 0
     if bound == 0:
         if port > 0:
-            check_port_free(host, port, "gRPC")
-        raise StartRefused(f"cannot listen on {host}:{port} (gRPC)")
+            check_port_free(host, port, what)
+        raise StartRefused(f"cannot listen on {host}:{port} ({what})")
     return bound
+
+
+@dataclass(frozen=True)
+class Listeners:
+    """Where a server's gRPC ports are: advertised ``host:port`` for others
+    and the local address for this machine, per protocol ("" = closed)."""
+
+    plain: str = ""
+    tls: str = ""
+    local_plain: str = ""
+    local_tls: str = ""
+
+    @property
+    def identity(self) -> str:
+        """How the cluster names this process: its plaintext address, or
+        its TLS address when it has no plaintext port."""
+        return self.plain or self.tls
+
+    @property
+    def local(self) -> str:
+        return self.local_plain or self.local_tls
+
+
+async def bind_listeners(
+    server: grpc.aio.Server,
+    bind_address: str,
+    advertised_address: str,
+    port: int,
+    port_tls: int,
+    credentials: grpc.ServerCredentials | None,
+) -> Listeners:
+    """The plaintext port (unless ``port`` is -1) and the TLS port (when
+    there are ``credentials`` and ``port_tls`` is not -1); at least one."""
+    host = advertised(bind_address, advertised_address)
+    plain = tls = local_plain = local_tls = ""
+    if port >= 0:
+        bound = await bind(server, bind_address, port)
+        plain, local_plain = f"{host}:{bound}", local_address(bind_address, bound)
+    if credentials is not None and port_tls >= 0:
+        bound = await bind(server, bind_address, port_tls, credentials)
+        tls, local_tls = f"{host}:{bound}", local_address(bind_address, bound)
+    if not plain and not tls:
+        raise StartRefused(
+            "no gRPC port is open: the plaintext port is off (-1) and there is no TLS port "
+            "(set tls_certificate_file_path and tls_key_file_path)"
+        )
+    return Listeners(plain, tls, local_plain, local_tls)
 
 
 async def bounded_shutdown(

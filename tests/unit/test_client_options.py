@@ -64,3 +64,24 @@ def test_a_token_file_is_read_again_when_it_changes(tmp_path):
     assert supplier() == "second-and-longer"
     with pytest.raises(InvalidConfiguration, match="cannot read"):
         AuthenticationToken(f"file://{tmp_path / 'missing'}")
+
+
+def test_tls_options_go_with_a_tls_url(tmp_path):
+    from broker.secure_setup import make_ca, pem
+
+    _, ca = make_ca("test CA")
+    (tmp_path / "ca.pem").write_bytes(pem(ca))
+    Client(
+        "magnetar+tls://127.0.0.1:1",
+        tls_trust_certs_file_path=str(tmp_path / "ca.pem"),
+        tls_validate_hostname=True,
+        use_tls=True,
+    ).close()
+    with pytest.raises(InvalidConfiguration, match="not PEM"):
+        Client("magnetar+tls://127.0.0.1:1", tls_trust_certs_file_path=__file__)
+    with pytest.raises(InvalidConfiguration, match=r"missing\.pem"):
+        Client(
+            "magnetar+tls://127.0.0.1:1", tls_trust_certs_file_path=str(tmp_path / "missing.pem")
+        )
+    with pytest.raises(InvalidConfiguration, match="needs its key"):
+        Client("magnetar+tls://127.0.0.1:1", tls_certificate_file_path=str(tmp_path / "ca.pem"))

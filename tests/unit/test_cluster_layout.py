@@ -63,7 +63,7 @@ def test_peers_decide_a_node_s_advertised_host_and_a_different_one_is_refused():
 
 
 def test_a_metastore_of_a_cluster_listens_where_its_peers_look_for_it_unless_told_otherwise():
-    from metastore.server import _ports
+    from metastore.process_setup import ports_of as _ports
 
     _, bind, port, raft_port = _ports(MetastoreSettings(node_id="2", peers=PEERS))
     assert (bind, port, raft_port) == ("h2", 2479, 2480)
