@@ -492,7 +492,8 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
     lock = DataDirLock(Path(settings.data_dir), "bookie")
     try:
         serving.check_port_free(settings.bind_address, settings.port, "gRPC")
-        serving.check_port_free(settings.bind_address, settings.bookie_port_tls, "gRPC TLS")
+        if settings.tls_certificate_file_path:
+            serving.check_port_free(settings.bind_address, settings.bookie_port_tls, "gRPC TLS")
         serving.check_port_free(settings.bind_address, settings.metrics_port, "metrics")
         await _serve(settings, ready_file)
     finally:

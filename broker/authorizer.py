@@ -122,6 +122,7 @@ class BrokerAuthorizer:
         self.superusers = superusers
         self.max_cached = max(0, max_cached)
         self._cache: dict[str, NamespaceAccess] = {}
+        self._generation = 0  # bumped by forget(): fills begun before it are not kept
 
     # ------------------------------------------------------------ records
 
@@ -131,12 +132,15 @@ class BrokerAuthorizer:
         found = self._cache.get(key)
         if found is not None:
             return found
+        generation = self._generation
         info = await self.namespaces.tenants.read(target.tenant) if target.tenant else None
         admins = frozenset(info[0].admin_roles) if info is not None else frozenset()
         record = await self.namespaces.read(target.namespace) if target.namespace else None
         auth = record[0].auth if record is not None else AuthPolicies()
         found = NamespaceAccess(admins, auth)
-        if self.max_cached:
+        # A record that changed while these reads were out may be older than
+        # what forget() was told: use it for this call, do not remember it.
+        if self.max_cached and generation == self._generation:
             if len(self._cache) >= self.max_cached:
                 del self._cache[next(iter(self._cache))]
             self._cache[key] = found
@@ -144,6 +148,7 @@ class BrokerAuthorizer:
 
     def forget(self, namespace: str | None = None, tenant: str | None = None) -> None:
         """Records changed: a namespace's, a tenant's (all its namespaces), or all (None, None)."""
+        self._generation += 1
         if namespace is None and tenant is None:
             self._cache.clear()
         elif namespace is not None:
@@ -154,6 +159,12 @@ class BrokerAuthorizer:
                 del self._cache[key]
 
     # ------------------------------------------------------------ judging
+
+    async def still_allowed(self, role: str, topic: str, subscription: str) -> bool:
+        """A producer (no ``subscription``) or consumer just created may keep
+        what it was admitted for (a grant may have gone meanwhile)."""
+        need = Need.CONSUME if subscription else Need.PRODUCE
+        return (await self.allowed(role, need, topic_target(topic, subscription)))[0]
 
     async def allowed(self, role: str, need: Need, target: Target | None) -> tuple[bool, str]:
         if role in self.superusers:

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from broker.consumer import Consumer, Deliveries
 from broker.errors import BrokerError
 from broker.modes import KeySharedMode, SubscriptionType, mode_of
+from broker.producer_stream import REVOKED, StillAllowed
 from broker.subscription import KeySharedPolicy, Subscription
 from broker.topic import TopicBase
 from broker.topics import TopicRegistry
@@ -69,7 +70,15 @@ def _positions(ledger_ids: list[int], entry_ids: list[int], what: str) -> list[t
 
 
 class ConsumerStream:
-    def __init__(self, topics: TopicRegistry, broker_name: str) -> None:
+    def __init__(
+        self,
+        topics: TopicRegistry,
+        broker_name: str,
+        still_allowed: StillAllowed | None = None,
+    ) -> None:
+        # With authorization on: judged again once the consumer has its role,
+        # so a revocation during its subscription is not missed.
+        self.still_allowed = still_allowed
         self.topics = topics
         self.broker_name = broker_name
 
@@ -97,6 +106,14 @@ class ConsumerStream:
             yield broker_pb2.ConsumerResponse(error=error_of(exc))
             return
         consumer.role = CALLER_ROLE.get()
+        if (
+            consumer.role is not None
+            and self.still_allowed is not None
+            and not await self.still_allowed(consumer.role, topic.name.full_name, sub.name)
+        ):
+            sub.remove_consumer(consumer)
+            yield broker_pb2.ConsumerResponse(error=REVOKED)
+            return
         yield broker_pb2.ConsumerResponse(
             subscribed=broker_pb2.Subscribed(
                 consumer_name=consumer.name, topic=topic.name.full_name

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from broker.managed_ledger import ManagedLedgerFencedError
 from broker.modes import ProducerAccessMode, mode_of
@@ -91,8 +91,27 @@ class _SendQueue:
         return head
 
 
+# A grant revoked while the producer or consumer was being created
+# (broker/authorizer.py judges connected ones again on every grant change).
+REVOKED = error(common_pb2.UNAUTHORIZED, "the permission was revoked while connecting")
+StillAllowed = Callable[[str, str, str], Awaitable[bool]]  # (role, topic, subscription)
+
+
+async def _allowed_always(role: str, topic: str, subscription: str) -> bool:
+    return True
+
+
 class ProducerStream:
-    def __init__(self, topics: TopicRegistry, settings: BrokerSettings, broker_name: str) -> None:
+    def __init__(
+        self,
+        topics: TopicRegistry,
+        settings: BrokerSettings,
+        broker_name: str,
+        still_allowed: StillAllowed | None = None,
+    ) -> None:
+        # With authorization on: judged again once the producer has its role,
+        # so a revocation during its creation is not missed.
+        self.still_allowed = still_allowed or _allowed_always
         self.topics = topics
         self.settings = settings
         self.broker_name = broker_name
@@ -116,6 +135,10 @@ class ProducerStream:
             yield broker_pb2.ProducerResponse(error=error_of(exc))
             return
         producer.role = CALLER_ROLE.get()
+        if not await self._still_allowed(producer.role, topic.name.full_name, ""):
+            topic.remove_producer(producer)
+            yield broker_pb2.ProducerResponse(error=REVOKED)
+            return
         yield broker_pb2.ProducerResponse(
             created=broker_pb2.ProducerCreated(
                 producer_name=producer.name,
@@ -126,6 +149,9 @@ class ProducerStream:
         )
         async for resp in self._serve(iterator, topic, producer):
             yield resp
+
+    async def _still_allowed(self, role: str | None, topic: str, subscription: str) -> bool:
+        return role is None or await self.still_allowed(role, topic, subscription)
 
     async def _create(self, create: broker_pb2.CreateProducer) -> tuple[TopicBase, Producer]:
         name = TopicName.parse(create.topic)

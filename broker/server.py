@@ -168,8 +168,15 @@ def _add_services(server: grpc.aio.Server, core: Core) -> None:
     settings, address = core.settings, core.listeners.identity
     broker_name = f"{settings.cluster_name}-{address.rpartition(':')[2]}"
     services = broker_pb2.DESCRIPTOR.services_by_name
+    authorizer = core.authorizer
     service = BrokerService(
-        settings, core.topics, core.namespaces, core.ownership, broker_name, core.addresses
+        settings,
+        core.topics,
+        core.namespaces,
+        core.ownership,
+        broker_name,
+        core.addresses,
+        authorizer.still_allowed if authorizer.enabled else None,
     )
     serving.add_servicer(server, service, services["Broker"], guard=core.guard)
     admin = Administration(core.topics, core.namespaces, core.ownership, core.peers)
@@ -182,7 +189,8 @@ def _stats_producer(core: Core) -> SystemTopicProducer:
     """The broker's own producer on the stats topic: through this broker's
     TLS port when its own calls use TLS, else its plaintext one."""
     settings, listeners = core.settings, core.listeners
-    local = listeners.local_tls if core.tls is not None else listeners.local_plain
+    # Over TLS, the advertised address: the one the certificate names.
+    local = listeners.tls if core.tls is not None else listeners.local_plain
     if not local:
         raise serving.StartRefused(
             "broker_client_tls_enabled needs a TLS port (tls_certificate_file_path, "
@@ -204,7 +212,8 @@ def _stats_producer(core: Core) -> SystemTopicProducer:
 async def serve(settings: BrokerSettings, ready_file: str | None = None) -> None:
     serving.setup_logging("broker", settings.log_level)
     serving.check_port_free(settings.bind_address, settings.port, "gRPC")
-    serving.check_port_free(settings.bind_address, settings.broker_service_port_tls, "gRPC TLS")
+    if settings.tls_certificate_file_path:
+        serving.check_port_free(settings.bind_address, settings.broker_service_port_tls, "gRPC TLS")
     serving.check_port_free(settings.bind_address, settings.metrics_port, "metrics")
     if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")

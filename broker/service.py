@@ -21,7 +21,7 @@ from broker.consumer_stream import ConsumerStream
 from broker.errors import BrokerError
 from broker.namespaces import Namespaces
 from broker.ownership import Ownership
-from broker.producer_stream import ProducerStream
+from broker.producer_stream import ProducerStream, StillAllowed
 from broker.settings import BrokerSettings
 from broker.topics import TopicRegistry
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
@@ -43,13 +43,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         ownership: Ownership,
         broker_name: str,
         addresses: BrokerAddresses,
+        still_allowed: StillAllowed | None = None,
     ) -> None:
         self.addresses = addresses
         self.topics = topics
         self.namespaces = namespaces
         self.ownership = ownership
-        self.producers = ProducerStream(topics, settings, broker_name)
-        self.consumers = ConsumerStream(topics, broker_name)
+        self.producers = ProducerStream(topics, settings, broker_name, still_allowed)
+        self.consumers = ConsumerStream(topics, broker_name, still_allowed)
 
     async def Produce(
         self,
@@ -89,7 +90,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             stats.redirects += 1
         else:
             stats.answers += 1
-        where = await self.addresses.of(answer.broker)
+        try:
+            where = await self.addresses.of(answer.broker)
+        except Exception as exc:
+            return broker_pb2.LookupResponse(error=error_of(exc))
         return broker_pb2.LookupResponse(
             broker_url=where.plain,
             broker_url_tls=where.tls,

@@ -26,7 +26,7 @@ from client.exceptions import (
 from client.exceptions import LookupError as MagnetarLookupError
 from protos import broker_pb2, broker_pb2_grpc, channel, common_pb2
 from protos.credentials import TokenSupplier, aio_channel, with_token
-from protos.tls import TlsClient, diagnose
+from protos.tls import TlsClient, TlsRefused, diagnose
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +129,16 @@ class Connection:
         assert self._stub is not None, "ensure_ready opens a TLS channel first"
         return self._stub
 
-    async def _open_tls(self) -> None:
+    async def _open_tls(self, timeout_s: float) -> None:
         assert self.tls is not None
         try:
-            channel = await self.tls.channel(self.address, channel_options())
-        except ConnectionError as exc:  # reading its certificate failed
+            channel = await self.tls.channel(self.address, channel_options(), timeout_s)
+        except TlsRefused as exc:  # its certificate or protocol: no use trying again
             raise TlsHandshakeError(
                 f"cannot connect to the broker at {self.address}: {exc}"
             ) from None
+        except ConnectionError as exc:  # down or unreachable: another may answer
+            raise ConnectError(f"cannot connect to the broker at {self.address}: {exc}") from None
         self._set_channel(with_token(channel, self.token))
 
     async def _failed(self) -> ConnectError:
@@ -155,7 +157,7 @@ class Connection:
         leaves READY, so it is never taken as connected afterwards."""
         timeout_s = timeout_s or self.connection_timeout_s
         if self._channel is None:
-            await self._open_tls()
+            await self._open_tls(timeout_s)
         state = self.channel.get_state(try_to_connect=True)
         if state == _READY:
             return

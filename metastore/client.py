@@ -234,8 +234,9 @@ class MetastoreClient:
                 if err.code not in _RETRY_CODES:
                     return resp
                 why = f"{address}: {err.message}"
-                if err.code == common_pb2.NOT_LEADER and err.leader and err.leader != address:
-                    self._follow(address, err.leader)
+                hint = err.leader if self.tls is None or err.leader in self.addresses else ""
+                if err.code == common_pb2.NOT_LEADER and hint and hint != address:
+                    self._follow(address, hint)
                     if time.monotonic() < deadline:
                         continue  # a fresh hint: no need to wait
                 else:

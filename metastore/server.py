@@ -503,7 +503,8 @@ async def serve(settings: MetastoreSettings, ready_file: str | None = None) -> N
 async def _serve(settings: MetastoreSettings, ready_file: str | None) -> None:
     layout, bind, port, raft_port = ports_of(settings)
     serving.check_port_free(bind, port, "gRPC")
-    serving.check_port_free(bind, settings.metastore_port_tls, "gRPC TLS")
+    if settings.tls_certificate_file_path:
+        serving.check_port_free(bind, settings.metastore_port_tls, "gRPC TLS")
     serving.check_port_free(bind, raft_port, "raft")
     serving.check_port_free(bind, settings.metrics_port, "metrics")
     tls = server_tls(settings)

@@ -41,19 +41,23 @@ class FileToken:
         self()  # a missing or empty file is an error now, not at the first call
 
     def __call__(self) -> str:
+        """The file's token; while a refresher rewrites the file (empty or
+        gone for a moment), the last token read."""
         try:
             st = os.stat(self.path)
             seen = (st.st_mtime, st.st_size)
             if seen != self._seen:
                 with open(self.path) as f:
                     token = f.read().strip()
-                if not token:
-                    raise CredentialsError(f"the token file {self.path} is empty")
-                self._token, self._seen = token, seen
+                if token:
+                    self._token, self._seen = token, seen
         except OSError as exc:
-            raise CredentialsError(
-                f"cannot read the token file {self.path}: {exc.strerror}"
-            ) from None
+            if not self._token:
+                raise CredentialsError(
+                    f"cannot read the token file {self.path}: {exc.strerror}"
+                ) from None
+        if not self._token:
+            raise CredentialsError(f"the token file {self.path} is empty")
         return self._token
 
 

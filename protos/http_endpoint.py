@@ -181,7 +181,14 @@ class HttpEndpoint:
         """Listen on ``host:port`` (0 picks a free port; HTTPS with ``tls``);
         returns the port."""
         self._server = await asyncio.start_server(
-            self._connection, host, port, limit=MAX_HEAD_BYTES, reuse_address=True, ssl=tls
+            self._connection,
+            host,
+            port,
+            limit=MAX_HEAD_BYTES,
+            reuse_address=True,
+            ssl=tls,
+            # Handshakes are not counted by max_connections: bound their time.
+            ssl_handshake_timeout=READ_TIMEOUT_S if tls is not None else None,
         )
         return int(self._server.sockets[0].getsockname()[1])
 

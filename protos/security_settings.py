@@ -167,8 +167,12 @@ def superusers(settings: SecuritySettings) -> frozenset[str]:
     return frozenset(r.strip() for r in settings.superuser_roles.split(",") if r.strip())
 
 
-def access_guard(settings: SecuritySettings, gatekeeper: Gatekeeper) -> AccessGuard | None:
-    """The guard in front of a process's RPCs; None when authentication is off."""
+def access_guard(
+    settings: SecuritySettings, gatekeeper: Gatekeeper, always_authorize: bool = False
+) -> AccessGuard | None:
+    """The guard in front of a process's RPCs; None when authentication is
+    off. ``always_authorize``: the gatekeeper judges even without
+    authorization_enabled (the cluster's own servers: superusers only)."""
     if settings.authorization_enabled and not settings.authentication_enabled:
         raise SecurityConfigError(
             "authorization_enabled needs authentication_enabled (a role comes from a token)"
@@ -184,7 +188,8 @@ def access_guard(settings: SecuritySettings, gatekeeper: Gatekeeper) -> AccessGu
         )
     except TokenError as exc:
         raise SecurityConfigError(str(exc)) from None
-    return AccessGuard(verifier, gatekeeper if settings.authorization_enabled else None)
+    authorize = settings.authorization_enabled or always_authorize
+    return AccessGuard(verifier, gatekeeper if authorize else None)
 
 
 def client_token(auth_params: str) -> TokenSupplier | None:
@@ -200,9 +205,12 @@ def client_token(auth_params: str) -> TokenSupplier | None:
 def cluster_guard(
     settings: SecuritySettings, service: ServiceDescriptor, what: str
 ) -> AccessGuard | None:
-    """The guard of a cluster-internal server (bookie, metastore): superusers only."""
+    """The guard of a cluster-internal server (bookie, metastore): with
+    authentication on, superusers only, whether authorization_enabled is on
+    or not (a token of any role must not reach the metadata or the entries)."""
     methods = [method_name(service.full_name, m.name) for m in service.methods]
-    return access_guard(settings, ClusterRoles(superusers(settings), methods, what))
+    gatekeeper = ClusterRoles(superusers(settings), methods, what)
+    return access_guard(settings, gatekeeper, always_authorize=True)
 
 
 def add_cluster_servicer(

@@ -43,6 +43,12 @@ class TlsConfigError(ValueError):
     """TLS files that cannot be used; the message names the file and why."""
 
 
+class TlsRefused(ConnectionError):
+    """The server answered, but the TLS handshake with it failed (its
+    certificate, its name, or it does not speak TLS): trying again will not
+    help. A server that cannot be reached raises plain ConnectionError."""
+
+
 def read_pem(path: str, what: str) -> bytes:
     try:
         with open(path, "rb") as f:
@@ -131,7 +137,9 @@ class TlsClient:
             _load_client_cert(ctx, self.certificate, self.private_key)
         return ctx
 
-    def probe(self, address: str) -> tuple[bytes | None, str | None]:
+    def probe(
+        self, address: str, timeout_s: float = PROBE_TIMEOUT_S
+    ) -> tuple[bytes | None, str | None]:
         """(roots to trust, name to expect) for a channel to ``address``:
         the server's own certificate when insecure, and a name it carries
         when names are not checked. Blocks for one handshake (the asyncio
@@ -140,10 +148,12 @@ class TlsClient:
         host, port = split_address(address)
         try:
             with (
-                socket.create_connection((host, port), PROBE_TIMEOUT_S) as sock,
+                socket.create_connection((host, port), timeout_s) as sock,
                 self.ssl_context().wrap_socket(sock, server_hostname=host) as tls,
             ):
                 der = tls.getpeercert(binary_form=True)
+        except ssl.SSLError as exc:
+            raise TlsRefused(describe(exc, address)) from None
         except (OSError, TimeoutError) as exc:
             raise ConnectionError(describe(exc, address)) from None
         if der is None:
@@ -159,9 +169,16 @@ class TlsClient:
             options = [*options, ("grpc.ssl_target_name_override", name)]
         return self.credentials(roots), options
 
-    async def channel(self, address: str, options: list[tuple[str, Any]]) -> grpc.aio.Channel:
-        """An asyncio channel to ``address`` over TLS."""
-        probed = await asyncio.to_thread(self.probe, address) if self.needs_probe else (None, None)
+    async def channel(
+        self, address: str, options: list[tuple[str, Any]], timeout_s: float = PROBE_TIMEOUT_S
+    ) -> grpc.aio.Channel:
+        """An asyncio channel to ``address`` over TLS (reading its certificate
+        first, when needed, within ``timeout_s``)."""
+        probed = (
+            await asyncio.to_thread(self.probe, address, timeout_s)
+            if self.needs_probe
+            else (None, None)
+        )
         credentials, options = self._secure(address, options, probed)
         return grpc.aio.secure_channel(address, credentials, options=options)
 
@@ -218,7 +235,7 @@ def describe(exc: BaseException, address: str) -> str:
             return f"{address} does not speak TLS (is it a plaintext port? use magnetar://)"
         return f"TLS with {address} failed: {exc.reason or exc}"
     if isinstance(exc, TimeoutError):
-        return f"{address} did not complete a TLS handshake within {PROBE_TIMEOUT_S:g} s"
+        return f"{address} did not complete a TLS handshake in time"
     return f"cannot connect to {address}: {exc}"
 
 
