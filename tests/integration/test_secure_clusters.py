@@ -27,8 +27,10 @@ from broker.local_cluster import (
     METASTORE_TLS,
 )
 from client import AuthenticationToken, Client, InitialPosition
-from client.exceptions import AuthenticationError
+from client.admin import Admin
+from client.exceptions import AuthenticationError, AuthorizationError
 from protos import bookie_pb2, bookie_pb2_grpc, metastore_pb2, metastore_pb2_grpc
+from protos.tokens import create_token
 from tests.harness import ROOT, StandaloneCluster, wait_for
 from tests.integration.test_local_cluster import _start, _stop
 
@@ -91,6 +93,23 @@ def test_standalone_secure_with_the_brokers_plaintext_port_off(tmp_path: Path):
         cluster.stop()
 
 
+def test_standalone_secure_with_mutual_tls_between_its_processes(tmp_path: Path):
+    """The bookie and the metastore demand a client certificate: the broker's
+    and the bookie's own calls present theirs (broker_client_tls_enabled)."""
+    config = tmp_path / "mtls.toml"
+    demand = "tls_require_trusted_client_cert_on_connect = true\n"
+    config.write_text(f"[metastore]\n{demand}[bookie]\n{demand}")
+    cluster = StandaloneCluster(
+        tmp_path / "data", ["--secure", *TLS_PORTS_FREE, "--config", str(config)]
+    ).start()
+    try:
+        endpoints = cluster.endpoints
+        with _secure_client(endpoints["service_url_tls"], endpoints["security"]) as client:
+            assert _round_trip(client, "persistent://public/default/mtls") == b"secured"
+    finally:
+        cluster.stop()
+
+
 def _free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -127,6 +146,7 @@ def test_local_cluster_secure_prints_how_to_connect_and_serves_only_tokens(tmp_p
                 assert _round_trip(client, f"persistent://public/default/lc-{i}") == b"secured"
         with Client(endpoints["service_url"]) as client, pytest.raises(AuthenticationError):
             client.create_producer("persistent://public/default/lc-plain")
+        _a_forwarded_call_carries_the_callers_role(tls_url, security, tmp_path)
         health = subprocess.run(
             [
                 sys.executable,
@@ -145,3 +165,33 @@ def test_local_cluster_secure_prints_how_to_connect_and_serves_only_tokens(tmp_p
     finally:
         _stop(proc, tmp_path)
     wait_for(lambda: proc.poll() is not None, 30, "the cluster to stop")
+
+
+def _a_forwarded_call_carries_the_callers_role(
+    tls_url: str, security: dict, tmp_path: Path
+) -> None:
+    """An admin call made at the broker that does not own the topic is
+    forwarded with the caller's token: a role with consume gets the stats
+    through either broker, one with nothing through neither."""
+    key = (tmp_path / "data-cluster" / "security" / "token-secret.key").read_bytes()
+    ca = {"tls_trust_certs_file_path": security["ca"]}
+    admin_token = AuthenticationToken(f"file://{security['admin_token']}")
+    with Admin(tls_url, authentication=admin_token, **ca) as admin:
+        admin.tenants.create_tenant("acme")
+        admin.namespaces.create_namespace("acme/ns", bundles=4)
+        admin.namespaces.grant_permission_on_namespace("acme/ns", "app", ["consume"])
+    topics = [f"persistent://acme/ns/fwd-{i}" for i in range(8)]
+    with _secure_client(tls_url, security) as client:
+        for topic in topics:  # loaded somewhere: bundles spread over both brokers
+            client.create_producer(topic).send(b"x")
+    brokers = [a.removeprefix("magnetar+tls://") for a in tls_url.split(",")]
+    for role, allowed in (("app", True), ("nobody", False)):
+        token = AuthenticationToken(create_token(role, secret_key=key))
+        for broker in brokers:
+            with Admin(f"magnetar+tls://{broker}", authentication=token, **ca) as admin:
+                for topic in topics:
+                    if allowed:
+                        assert admin.topics.stats(topic)["publishers"] is not None
+                    else:
+                        with pytest.raises(AuthorizationError):
+                            admin.topics.stats(topic)
