@@ -11,17 +11,7 @@ import sys
 
 import click
 
-from protos.tokens import (
-    HMAC_ALGORITHMS,
-    KEY_PAIR_ALGORITHMS,
-    TokenError,
-    TokenVerifier,
-    create_key_pair,
-    create_secret_key,
-    create_token,
-    read_key_url,
-    show_token,
-)
+from protos.token_types import HMAC_ALGORITHMS, KEY_PAIR_ALGORITHMS, TokenError
 
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdwy]?)\s*$")
@@ -73,6 +63,8 @@ def tokens() -> None:
 )
 def create_secret_key_cmd(output: str | None, as_base64: bool, signature_algorithm: str) -> None:
     """A new secret key (HS256): token_secret_key = file:///<output>."""
+    from protos.tokens import create_secret_key
+
     key = create_secret_key()
     data = base64.b64encode(key) if as_base64 else key
     if output:
@@ -97,6 +89,8 @@ def create_key_pair_cmd(
     output_private_key: str, output_public_key: str, signature_algorithm: str
 ) -> None:
     """A new key pair (DER): sign with the private key, check with the public one."""
+    from protos.tokens import create_key_pair
+
     private, public = create_key_pair(signature_algorithm)
     _write_private(output_private_key, private)
     with open(output_public_key, "wb") as f:
@@ -119,6 +113,8 @@ def create_cmd(
     claim: str,
 ) -> None:
     """A signed token for a role (printed)."""
+    from protos.tokens import create_token, read_key_url
+
     if (secret_key is None) == (private_key is None):
         raise click.UsageError("give exactly one of --secret-key and --private-key")
     try:
@@ -140,6 +136,8 @@ def create_cmd(
 @click.option("-f", "--token-file", type=click.Path(exists=True, dir_okay=False))
 def show_cmd(token: str | None, token_file: str | None) -> None:
     """A token's header and claims, unchecked."""
+    from protos.tokens import show_token
+
     try:
         header, claims = show_token(_token_from(token, token_file))
     except TokenError as exc:
@@ -162,6 +160,8 @@ def validate_cmd(
     claim: str,
 ) -> None:
     """Check a token's signature and expiry; prints its claims (exit 1 when invalid)."""
+    from protos.tokens import TokenVerifier, read_key_url, show_token
+
     if (secret_key is None) == (public_key is None):
         raise click.UsageError("give exactly one of --secret-key and --public-key")
     text = _token_from(token, token_file)

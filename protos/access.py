@@ -32,13 +32,16 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
 from protos.credentials import AUTHORIZATION, BEARER
 from protos.prometheus_text import Family, counter
-from protos.tokens import TokenError, TokenVerifier, Verified
+from protos.token_types import TokenError, Verified
+
+if TYPE_CHECKING:
+    from protos.tokens import TokenVerifier
 
 # The authenticated role of the call being served (None when authentication is off).
 CALLER_ROLE: contextvars.ContextVar[str | None] = contextvars.ContextVar(

@@ -20,7 +20,7 @@ from protos.credentials import CredentialsError, TokenSupplier, token_supplier
 from protos.serving import StartRefused, add_servicer
 from protos.settings import setting
 from protos.tls import TlsClient, TlsConfigError, server_credentials
-from protos.tokens import TokenError, TokenVerifier
+from protos.token_types import TokenError
 
 
 def authentication_enabled_setting() -> Any:
@@ -179,6 +179,8 @@ def access_guard(
         )
     if not settings.authentication_enabled:
         return None
+    from protos.tokens import TokenVerifier  # pyjwt is loaded only when it is needed
+
     try:
         verifier = TokenVerifier.from_settings(
             settings.token_secret_key,

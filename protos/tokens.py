@@ -22,27 +22,23 @@ import base64
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
-RSA_ALGORITHMS = ("RS256", "RS384", "RS512")
-EC_ALGORITHMS = ("ES256", "ES384", "ES512")
-KEY_PAIR_ALGORITHMS = RSA_ALGORITHMS + EC_ALGORITHMS
+from protos.token_types import (
+    EC_ALGORITHMS,
+    HMAC_ALGORITHMS,
+    KEY_PAIR_ALGORITHMS,
+    RSA_ALGORITHMS,
+    TokenError,
+    Verified,
+)
+
 SECRET_KEY_BYTES = 32  # HS256's own size, as `pulsar tokens create-secret-key`
 _EC_CURVES = {"ES256": ec.SECP256R1(), "ES384": ec.SECP384R1(), "ES512": ec.SECP521R1()}
-
-
-class TokenError(ValueError):
-    """A token or key that cannot be used; the message says why."""
-
-    def __init__(self, message: str, expired: bool = False) -> None:
-        super().__init__(message)
-        self.expired = expired
 
 
 def read_key_url(url: str) -> bytes:
@@ -158,12 +154,6 @@ def show_token(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
         )
     except jwt.PyJWTError as exc:
         raise TokenError(f"not a token: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Verified:
-    role: str
-    expires_s: float | None  # the token's exp (Unix seconds), None when it has none
 
 
 class TokenVerifier:
