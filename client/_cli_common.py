@@ -10,10 +10,12 @@ from typing import Any
 
 import click
 
+from client._connection import is_tls_url
 from client._units import TIME_NAMES, parse_size, parse_time
 from client.admin import Admin
 from client.authentication import AuthenticationToken
 from client.exceptions import MagnetarError
+from protos.credentials import CredentialsError, token_supplier
 
 DEFAULT_SERVICE_URL = "magnetar://localhost:6650"
 
@@ -36,17 +38,10 @@ def authentication_of(plugin: str | None, params: str | None) -> AuthenticationT
                 "--auth-plugin needs --auth-params (token:<jwt> or file:///path)"
             )
         return None
-    if params.startswith("token:"):
-        token = params.removeprefix("token:").strip()
-        if not token:
-            raise click.UsageError("--auth-params token: carries no token")
-        return AuthenticationToken(token)
-    if params.startswith("file://"):
-        try:
-            return AuthenticationToken(params)
-        except MagnetarError as exc:
-            raise click.UsageError(f"--auth-params: {exc}") from None
-    raise click.UsageError("--auth-params: give token:<jwt> or file:///path/to/token")
+    try:  # the same forms as the servers' broker_client_auth_params
+        return AuthenticationToken(token_supplier(params))
+    except CredentialsError as exc:
+        raise click.UsageError(f"--auth-params: {exc}") from None
 
 
 TLS = "magnetar.tls"
@@ -62,7 +57,7 @@ def tls_options(
         "tls_validate_hostname": validate_hostname or None,
     }
     options: dict[str, object] = {k: v for k, v in given.items() if v is not None}
-    if options and not service_url.strip().startswith("magnetar+tls://"):
+    if options and not is_tls_url(service_url):
         raise click.UsageError(
             f"{', '.join(sorted(options))}: TLS flags need a magnetar+tls:// service URL"
         )

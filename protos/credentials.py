@@ -68,7 +68,7 @@ def token_supplier(params: str) -> TokenSupplier:
     if params.startswith("token:"):
         token = params.removeprefix("token:").strip()
         if not token:
-            raise CredentialsError("auth params 'token:' carry no token")
+            raise CredentialsError("auth params 'token:' carries no token")
         return lambda: token
     if params.startswith("file://"):
         return FileToken(params.removeprefix("file://"))
