@@ -51,6 +51,7 @@ from bookie.quorum import (
     recovery_scan,
     replicas_to_ask,
 )
+from bookie.replica_rows import keep_good_rows
 from metastore.client import BadVersionError, MetastoreClient
 from protos import bookie_pb2, common_pb2, metadata_paths
 from protos.digest import encode_record, entry_digest
@@ -109,7 +110,7 @@ class LedgerClient:
         self._addresses[bookie_id] = address
         return True
 
-    async def _resolve(self, bookie_ids: list[str]) -> None:
+    async def resolve(self, bookie_ids: list[str]) -> None:
         """Learn the addresses of bookies; unregistered ones stay unknown."""
         for bookie_id in bookie_ids:
             if bookie_id in self._addresses:
@@ -232,7 +233,7 @@ class LedgerClient:
         if md.state == CLOSED:
             return md
         seg_first, bookies = md.ensembles[-1]
-        await self._resolve(bookies)
+        await self.resolve(bookies)
         key = master_key(md.password)
         lac = await self._fence(md, bookies, key)
         recovered = await self._read_tail(md, bookies, max(lac + 1, seg_first))
@@ -400,7 +401,7 @@ class LedgerClient:
             return True
 
         md = await self.update_metadata(md.ledger_id, change)
-        await self._resolve(ensemble)
+        await self.resolve(ensemble)
         log.info(
             "ledger %d: recovery replaced %s by %s from entry %d",
             md.ledger_id,
@@ -415,7 +416,7 @@ class LedgerClient:
         bookies (sizes only, no payloads travel)."""
         sizes: dict[int, int] = {}
         for lo, hi, bookies in self._segments(md, 0, last):
-            await self._resolve(bookies)
+            await self.resolve(bookies)
             wanted = entries_by_index(range(lo, hi + 1), md.ensemble_size, md.write_quorum)
             calls = [
                 (bookies[idx], ids[i : i + _SIZE_REQUEST_ENTRIES])
@@ -457,12 +458,24 @@ class LedgerClient:
 
     async def read(self, md: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
         """Entries [first, last] with their digests checked, failing over between
-        the replicas of each entry on errors, missing entries and bad digests."""
+        the replicas of each entry on errors, missing entries and bad digests.
+        When no replica has an entry, ``md`` may be stale (AutoRecovery moved
+        replicas since it was read): it is refreshed in place and read again."""
+        try:
+            return await self._read(md, first, last)
+        except BKError as exc:
+            fresh = await self.metadata(md.ledger_id)
+            if exc.code != common_pb2.NO_SUCH_ENTRY or fresh.version == md.version:
+                raise
+            md.ensembles, md.version = fresh.ensembles, fresh.version
+            return await self._read(md, first, last)
+
+    async def _read(self, md: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
         if first > last:
             return []
         out: dict[int, bytes] = {}
         for lo, hi, bookies in self._segments(md, first, last):
-            await self._resolve(bookies)
+            await self.resolve(bookies)
             attempts = dict.fromkeys(range(lo, hi + 1), 0)
             problems: dict[int, list[str]] = {}
             while attempts:
@@ -503,7 +516,7 @@ class LedgerClient:
                 good: set[int] = set()
                 why = f"{bookie_id}: {answer}"
             else:
-                good = _keep_good_rows(md.ledger_id, bookie_id, answer[0], attempts, out, problems)
+                good = keep_good_rows(md.ledger_id, bookie_id, answer[0], attempts, out, problems)
                 why = f"{bookie_id}: not there or bad"
             for e in ids:
                 if e not in good:
@@ -512,14 +525,18 @@ class LedgerClient:
         return retry
 
     async def delete_ledger(self, ledger_id: int) -> None:
-        """Delete the ledger's entries on every bookie that holds some, then its metadata."""
+        """Delete the ledger's metadata, then its entries on every bookie of
+        its ensembles. In that order, an interrupted delete leaves entries
+        nothing refers to (space), never metadata whose entries are gone
+        (which a reader or AutoRecovery would take for lost data)."""
         try:
             md = await self.metadata(ledger_id)
         except BKError:
             return
+        await self.metastore.delete(metadata_paths.ledger(ledger_id))
         key = master_key(md.password)
         bookies = sorted({b for _, bk in md.ensembles for b in bk})
-        await self._resolve(bookies)
+        await self.resolve(bookies)
         for bookie_id in bookies:
             try:
                 await self.connection(bookie_id).delete_ledger(ledger_id, key)
@@ -527,7 +544,6 @@ class LedgerClient:
                 log.warning(
                     "ledger %d: could not delete its entries on %s: %s", ledger_id, bookie_id, exc
                 )
-        await self.metastore.delete(metadata_paths.ledger(ledger_id))
 
 
 def add_requests(
@@ -565,31 +581,3 @@ def _to_recovery(md: LedgerMetadata) -> bool:
         return False
     md.state = IN_RECOVERY
     return True
-
-
-def _keep_good_rows(
-    ledger_id: int,
-    bookie_id: str,
-    rows: list[tuple[int, int, int, bytes]],
-    wanted: dict[int, int],
-    out: dict[int, bytes],
-    problems: dict[int, list[str]],
-) -> set[int]:
-    """Put the payloads of ``rows`` of ``wanted`` entries whose digest holds
-    in ``out``; their ids. A bad digest is logged and noted in ``problems``."""
-    good = set()
-    for eid, lac, digest, payload in rows:
-        if eid not in wanted:
-            continue
-        if entry_digest(ledger_id, eid, lac, payload) == digest:
-            out[eid] = payload
-            good.add(eid)
-        else:
-            log.warning(
-                "ledger %d entry %d from %s fails its digest; trying another replica",
-                ledger_id,
-                eid,
-                bookie_id,
-            )
-            problems.setdefault(eid, []).append(f"{bookie_id}: digest mismatch")
-    return good

@@ -19,6 +19,7 @@ import re
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import REGISTRY, generate_latest
@@ -58,9 +59,88 @@ def dir_usage_name(path: Path) -> str:
     return "bookie_ledger_dir_" + re.sub(r"[^A-Za-z0-9_]", "_", str(path)) + "_usage"
 
 
+@dataclass
+class RecoveryCounts:
+    """AutoRecovery's figures in this bookie (BookKeeper's auditor and
+    replication worker stats), written by its daemon on the event loop."""
+
+    auditor_leader: bool = False
+    under_replicated_ledgers: int = 0  # tasks as this bookie last listed them
+    under_replicated_bytes: int = 0  # their ledgers' length (the auditor's last scan)
+    ledgers_checked: int = 0
+    ledgers_replicated: int = 0  # tasks this worker finished (full or partial)
+    entries_read: int = 0
+    bytes_read: int = 0
+    entries_written: int = 0
+    bytes_written: int = 0
+    throttled_s: float = 0.0
+
+    def families(self) -> list[Family]:
+        return [
+            gauge(
+                "auditor_NUM_UNDER_REPLICATED_LEDGERS",
+                "Ledgers waiting for re-replication (/underreplication/ledgers)",
+                self.under_replicated_ledgers,
+            ),
+            gauge(
+                "auditor_UNDER_REPLICATED_LEDGERS_TOTAL_SIZE",
+                "Bytes of those ledgers, at the auditor's last scan (auditor only)",
+                self.under_replicated_bytes,
+            ),
+            counter(
+                "auditor_NUM_LEDGERS_CHECKED",
+                "Ledgers the auditor checked",
+                self.ledgers_checked,
+                suffix="",
+            ),
+            gauge(
+                "magnetar_auditor_leader",
+                "1 if this bookie runs the auditor",
+                int(self.auditor_leader),
+            ),
+            counter(
+                "replication_worker_NUM_FULL_OR_PARTIAL_LEDGERS_REPLICATED",
+                "Under-replicated ledgers this worker repaired",
+                self.ledgers_replicated,
+                suffix="",
+            ),
+            counter(
+                "replication_worker_NUM_ENTRIES_READ",
+                "Entries read for re-replication",
+                self.entries_read,
+                suffix="",
+            ),
+            counter(
+                "replication_worker_NUM_BYTES_READ",
+                "Bytes read for re-replication",
+                self.bytes_read,
+                suffix="",
+            ),
+            counter(
+                "replication_worker_NUM_ENTRIES_WRITTEN",
+                "Entries re-replicated",
+                self.entries_written,
+                suffix="",
+            ),
+            counter(
+                "replication_worker_NUM_BYTES_WRITTEN",
+                "Bytes re-replicated",
+                self.bytes_written,
+                suffix="",
+            ),
+            counter(
+                "magnetar_rereplication_throttled_seconds",
+                "Time re-replication waited for rereplication_rate_bytes_per_s",
+                self.throttled_s,
+                suffix="_total",
+            ),
+        ]
+
+
 class BookieMetrics:
     def __init__(self, store: EntryStore) -> None:
         self.store = store
+        self.recovery = RecoveryCounts()
         self.add_request = SuccessStats()  # whole add requests, per entry
         self.add_entry = SuccessStats()  # from accepted to durable, per entry
         self.read_request = SuccessStats()  # whole read requests, per entry
@@ -165,7 +245,7 @@ class BookieMetrics:
                 dir_usage_name(self.store.path), "Disk usage of the ledger directory (%)", percent
             ),
         ]
-        return out
+        return out + self.recovery.families()
 
     def render(self) -> bytes:
         """The whole text (with the process's own series); call it in a thread."""

@@ -19,14 +19,15 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health as grpc_health
 
+from bookie.auto_recovery import AutoRecovery
 from bookie.entry_runs import check_records
 from bookie.group_commit import GroupCommitter
 from bookie.metrics import BookieMetrics
 from bookie.registration import check_cookie, load_cookie, register_forever, wait_registered
 from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
-from metastore.client import MetastoreClient
-from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
+from metastore.client import MetastoreClient, MetastoreError
+from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, metadata_paths, serving
 from protos.add_request import AddRequestView, decode_add_request
 from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
@@ -66,6 +67,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bookie-read")
         self.bookie_id = ""
         self.read_only = False
+        self.write_failed = False
 
     def _group_done(
         self, callbacks: list[Callable[[BaseException | None], None]], exc: BaseException | None
@@ -78,6 +80,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
 
     def _group_written(self, entries: int, size: int, seconds: float, ok: bool) -> None:
         sync_s = self.store.journal.last_sync_s if ok and self.settings.journal_sync else None
+        self.write_failed = self.write_failed or not ok
         self.metrics.group_written(entries, size, sync_s)
 
     def render_metrics(self) -> bytes:
@@ -403,31 +406,41 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         )
 
     def check_disk(self) -> bool:
-        """Update read-only mode from disk usage; True when it changed."""
+        """Update read-only mode from disk usage and failed writes; True when
+        it changed. A bookie whose disk failed a write (a read-only or broken
+        file system) stays read-only until it is restarted."""
         usage = shutil.disk_usage(self.store.path)
         percent = 100.0 * usage.used / usage.total if usage.total else 0.0
-        read_only = percent >= self.settings.read_only_disk_usage_percent
+        read_only = percent >= self.settings.read_only_disk_usage_percent or self.write_failed
         if read_only == self.read_only:
             return False
         self.read_only = read_only
-        log.warning(
-            "bookie %s is now %s (disk usage %.1f%%, threshold %s%%)",
-            self.bookie_id,
-            "read-only" if read_only else "writable",
-            percent,
-            self.settings.read_only_disk_usage_percent,
-        )
+        why = "; a write to its disk failed" if self.write_failed else ""
+        log.warning("bookie %s is now %s (disk usage %.1f%%, threshold %s%%%s)", self.bookie_id,
+                    "read-only" if read_only else "writable", percent,
+                    self.settings.read_only_disk_usage_percent, why)  # fmt: skip
         return True
 
 
-async def watch_disk(service: BookieService, info: dict, changed: asyncio.Event) -> None:
-    """Check disk usage every ``disk_check_interval_ms``; when the bookie
-    turns read-only or writable again, update ``info`` and set ``changed``
+async def watch_disk(
+    service: BookieService, info: dict, changed: asyncio.Event, metastore: MetastoreClient
+) -> None:
+    """Every ``disk_check_interval_ms``, check disk usage and whether an
+    operator retires this bookie (``bookies decommission``/``recover``); a
+    full disk or a retiring mark registers it read-only, so no new ledger is
+    placed on it. On a change, update ``info`` and set ``changed``
     (register_forever then puts the registration again)."""
+    retiring = False
     while True:
         await asyncio.sleep(service.settings.disk_check_interval_ms / 1000)
-        if service.check_disk():
-            info["read_only"] = service.read_only
+        service.check_disk()
+        try:
+            mark = metadata_paths.bookie_retiring(service.bookie_id)
+            retiring = await metastore.get(mark) is not None
+        except MetastoreError as exc:
+            log.info("could not read this bookie's retiring mark: %s", exc)
+        if info["read_only"] != (service.read_only or retiring):
+            info["read_only"] = service.read_only or retiring
             changed.set()
 
 
@@ -500,6 +513,21 @@ async def serve(settings: BookieSettings, ready_file: str | None = None) -> None
         lock.release()
 
 
+def _background(
+    service: BookieService, metastore: MetastoreClient, info: dict, stop: asyncio.Event
+) -> tuple[asyncio.Task, asyncio.Task, asyncio.Task | None]:
+    """The registration, the disk watch and AutoRecovery (when enabled), started."""
+    settings, changed = service.settings, asyncio.Event()
+    registration = asyncio.create_task(
+        register_forever(metastore, service.bookie_id, info, settings.session_ttl_ms, stop, changed)
+    )
+    disk_watch = asyncio.create_task(watch_disk(service, info, changed, metastore))
+    if not settings.auto_recovery_daemon_enabled:
+        return registration, disk_watch, None
+    daemon = AutoRecovery(metastore, settings, service.bookie_id, service.metrics.recovery)
+    return registration, disk_watch, asyncio.create_task(daemon.run(stop))
+
+
 async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
     if not serving.tune_malloc(settings.malloc_trim_threshold_mb, settings.malloc_arenas):
         log.warning("mallopt is not available; the C library's malloc defaults stay")
@@ -528,11 +556,7 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
         "read_only": service.read_only,
         "data_dir": str(data_dir),
     }
-    changed = asyncio.Event()
-    registration = asyncio.create_task(
-        register_forever(metastore, bookie_id, info, settings.session_ttl_ms, stop, changed)
-    )
-    disk_watch = asyncio.create_task(watch_disk(service, info, changed))
+    registration, disk_watch, recovery = _background(service, metastore, info, stop)
     await wait_registered(metastore, bookie_id, stop)
     serving.set_serving(health, True)
     local = listeners.local
@@ -559,6 +583,9 @@ async def _serve(settings: BookieSettings, ready_file: str | None) -> None:
             await endpoint.close()
         await server.stop(grace=min(2.0, settings.shutdown_timeout_s / 5))
         await registration  # closes the session: the bookie leaves the registry at once
+        if recovery is not None:  # a copy in progress is abandoned; its task stays filed
+            recovery.cancel()
+            await asyncio.gather(recovery, return_exceptions=True)
 
     try:
         await serving.bounded_shutdown(leave, deadline, log, "leaving the registry")

@@ -105,6 +105,46 @@ class BookieSettings:
         100000, "Ledger states (fenced flag, master key, LAC) kept in memory (LRU)."
     )
     session_ttl_ms: int = setting(10000, "TTL of the metastore session behind registration.")
+    auto_recovery_daemon_enabled: bool = setting(
+        True,
+        "Run AutoRecovery in this bookie: a replication worker, and the auditor when this "
+        "bookie wins its election (BookKeeper's autoRecoveryDaemonEnabled).",
+    )
+    lost_bookie_recovery_delay_s: int = setting(
+        60,
+        "How long a bookie must stay unregistered before the auditor re-replicates its "
+        "ledgers. BookKeeper ships 0; 60 keeps a rolling restart from copying every "
+        "ledger of the restarted bookie.",
+    )
+    open_ledger_rereplication_grace_period_ms: int = setting(
+        30000,
+        "How long the last fragment of a ledger still open is left to its writer (which "
+        "replaces a failed bookie itself when it next writes) before the ledger is fenced "
+        "and closed so the fragment can be copied.",
+    )
+    auditor_periodic_check_interval_s: int = setting(
+        604800,
+        "How often the auditor asks every live bookie whether it holds every entry of "
+        "the closed fragments it is in (entries found missing are copied back). 0 = never.",
+    )
+    auditor_periodic_bookie_check_interval_s: int = setting(
+        86400,
+        "How often the auditor scans every ledger for lost or retiring bookies even "
+        "when nothing changed (it scans at once when a bookie is lost or retired).",
+    )
+    auditor_poll_interval_ms: int = setting(
+        1000,
+        "How often the auditor reads the bookie registrations and each worker looks for "
+        "under-replicated ledgers.",
+    )
+    rereplication_entry_batch_size: int = setting(
+        100, "Entries a replication worker reads and writes per round trip."
+    )
+    rereplication_rate_bytes_per_s: int = setting(
+        1048576,
+        "Most bytes per second one replication worker copies, so producers keep their "
+        "rate while a lost bookie's ledgers are copied (docs/reliability.md). 0 = no limit.",
+    )
     authentication_enabled: bool = authentication_enabled_setting()
     authorization_enabled: bool = authorization_enabled_setting()
     superuser_roles: str = superuser_roles_setting()

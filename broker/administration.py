@@ -1,5 +1,5 @@
 """The admin operations (pulsar-admin's groups: tenants, namespaces,
-topics, bundles, brokers), independent of any protocol: each answers a
+topics, bundles, brokers, bookies), independent of any protocol: each answers a
 JSON-able document with Pulsar's field names, or raises a typed error.
 
 Besides the typed calls of the older RPCs, every operation is reachable by
@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bookie.ledger_client import LedgerClient
+from broker.bookie_admin import BookieAdministration
 from broker.bundle_state import BundleState
 from broker.bundles import BundleRange, InvalidBundleError
 from broker.errors import BrokerError
@@ -68,6 +69,7 @@ class Administration:
         p = self.policies
         cursors = TopicAdministration(topics)
         grants = PermissionAdministration(namespaces)
+        bookies = BookieAdministration(namespaces.metastore)
         self.operations: dict[str, Operation] = {
             "tenants.list": p.tenants_list,
             "tenants.get": p.tenants_get,
@@ -108,6 +110,10 @@ class Administration:
             "topics.expire-messages-all-subscriptions": (
                 self.topics_expire_messages_all_subscriptions
             ),
+            "bookies.list": bookies.list,
+            "bookies.decommission": bookies.decommission,
+            "bookies.recover": bookies.recover,
+            "bookies.under-replicated": bookies.under_replicated,
         }
 
     async def call(self, operation: str, arguments: dict[str, Any], forwarded: bool) -> Any:

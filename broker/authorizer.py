@@ -97,6 +97,10 @@ OPERATION_RULES: dict[str, Need] = {
     "topics.terminate": _TENANT_ADMIN,
     "topics.expire-messages": Need.CONSUME,
     "topics.expire-messages-all-subscriptions": Need.CONSUME,
+    "bookies.list": Need.SUPERUSER,
+    "bookies.decommission": Need.SUPERUSER,
+    "bookies.recover": Need.SUPERUSER,
+    "bookies.under-replicated": Need.SUPERUSER,
 }
 
 

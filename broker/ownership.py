@@ -406,6 +406,11 @@ class Ownership:
             await self.metastore.put(key, free.encode(), expected_version=version)
         log.info("%s released bundle %s", self.address, key)
 
+    def detached(self) -> bool:
+        """No live metastore session (lost, and no new one yet): this broker
+        can neither own a bundle nor trust what it owned."""
+        return self.session is None or self.session.lost
+
     def lost(self) -> None:
         """The session is gone: every ownership record went with it."""
         if self.owned:

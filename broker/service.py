@@ -52,11 +52,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.producers = ProducerStream(topics, settings, broker_name, still_allowed)
         self.consumers = ConsumerStream(topics, broker_name, still_allowed)
 
+    async def _attached(self, context: grpc.aio.ServicerContext) -> None:
+        """A broker without a metastore session cannot own or look up a
+        topic. UNAVAILABLE (not a typed answer, which a client would take
+        as final) sends the client to another broker of its service URL."""
+        if self.ownership.detached():
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "this broker lost its metastore session; ask another broker",
+            )
+
     async def Produce(
         self,
         request_iterator: AsyncIterator[broker_pb2.ProducerRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[broker_pb2.ProducerResponse]:
+        await self._attached(context)
         async for resp in self.producers.run(request_iterator):
             yield resp
 
@@ -65,12 +76,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         request_iterator: AsyncIterator[broker_pb2.ConsumerRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[broker_pb2.ConsumerResponse]:
+        await self._attached(context)
         async for resp in self.consumers.run(request_iterator):
             yield resp
 
     async def Lookup(
         self, request: broker_pb2.LookupRequest, context: grpc.aio.ServicerContext
     ) -> broker_pb2.LookupResponse:
+        await self._attached(context)
         stats = self.topics.metrics.lookups
         stats.pending += 1
         started = time.monotonic()
@@ -104,6 +117,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def GetPartitionedTopicMetadata(
         self, request: broker_pb2.PartitionedTopicMetadataRequest, context: grpc.aio.ServicerContext
     ) -> broker_pb2.PartitionedTopicMetadata:
+        await self._attached(context)
         try:
             name = TopicName.parse(request.topic)
             n = await self.namespaces.partitions_or_create(name)
@@ -114,6 +128,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def GetTopicsOfNamespace(
         self, request: broker_pb2.TopicsOfNamespaceRequest, context: grpc.aio.ServicerContext
     ) -> broker_pb2.TopicsOfNamespace:
+        await self._attached(context)
         domains = _DOMAINS_BY_MODE.get(request.mode, (PERSISTENT, NON_PERSISTENT))
         try:
             topics = await self.namespaces.topics_of(

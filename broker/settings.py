@@ -389,7 +389,13 @@ class BrokerSettings:
     inactive_topic_check_interval_s: float = setting(
         60.0, "How often the broker looks for inactive topics to delete."
     )
-    bookie_timeout_ms: int = setting(30000, "Add and read timeout towards bookies.")
+    bookie_timeout_ms: int = setting(
+        10000,
+        "Add and read timeout towards bookies: a bookie that does not answer an add this "
+        "long (cut off by the network, or hung) is replaced in the ensemble. Pulsar ships "
+        "30 s (bookkeeperClientTimeoutInSeconds), as long as its producers' send timeout; "
+        "10 s replaces a silent bookie before the SDK's 30 s send timeout fails a send.",
+    )
     malloc_trim_threshold_mb: int = malloc_trim_threshold_mb_setting()
     malloc_arenas: int = malloc_arenas_setting()
     session_ttl_ms: int = setting(10000, "TTL of the broker's metastore session.")

@@ -36,6 +36,7 @@ from typing import Any
 
 import grpc
 
+from client._admin_bookies import BookieVerbs
 from client._admin_permissions import NamespacePermissionVerbs, TopicPermissionVerbs
 from client._admin_policies import PolicyVerbs
 from client._client_options import TLS_OPTIONS, client_tls
@@ -504,6 +505,7 @@ class Admin:
         self.topics = _Topics(self)
         self.namespaces = _Namespaces(self)
         self.brokers = _Brokers(self)
+        self.bookies = BookieVerbs(self)
 
     def _channel(self, address: str) -> grpc.Channel:
         ch = self._channels.get(address)

@@ -25,6 +25,7 @@ from pathlib import Path
 import click
 
 from client import stats_export
+from client._cli_bookies import bookies
 from client._cli_common import (
     AUTHENTICATION,
     DEFAULT_SERVICE_URL,
@@ -115,6 +116,7 @@ def brokers() -> None:
 
 # tenants; the lifecycle and policy verbs of namespaces and topics (docs/admin.md)
 main.add_command(tenants)
+main.add_command(bookies)
 add_lifecycle_commands(namespaces, topics)
 add_policy_commands(namespaces, topics)
 add_permission_commands(namespaces, topics)

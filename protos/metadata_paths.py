@@ -18,6 +18,10 @@ topics are :class:`~protos.topic_name.TopicName` values.
     /ledgers/id-counter                                      ledger id allocation
     /bookies/available/{bookie_id}                           a live bookie (ephemeral)
     /bookies/cookies/{bookie_id}                             a bookie's identity cookie
+    /bookies/retiring/{bookie_id}                            a bookie being decommissioned or recovered
+    /underreplication/auditor                                the AutoRecovery auditor (ephemeral)
+    /underreplication/ledgers/{ledger_id}                    an under-replicated ledger's task
+    /underreplication/locks/{ledger_id}                      a replication worker's lock on it (ephemeral)
     /loadbalance/leader                                      the load manager leader (ephemeral)
     /loadbalance/brokers/{broker}                            a broker's load report (ephemeral)
     /loadbalance/bundle-data/{tenant}/{ns}/{bundle}          a bundle's long-term load
@@ -39,6 +43,10 @@ LEDGERS = "/ledgers"
 LEDGER_ID_COUNTER = "/ledgers/id-counter"
 BOOKIES_AVAILABLE = "/bookies/available"
 BOOKIE_COOKIES = "/bookies/cookies"
+BOOKIES_RETIRING = "/bookies/retiring"
+AUDITOR = "/underreplication/auditor"
+UNDER_REPLICATED = "/underreplication/ledgers"
+REPLICATION_LOCKS = "/underreplication/locks"
 LOAD_BALANCE_LEADER = "/loadbalance/leader"
 BROKER_LOADS = "/loadbalance/brokers/"
 BUNDLE_DATA = "/loadbalance/bundle-data/"
@@ -126,6 +134,18 @@ def bookie_available(bookie_id: str) -> str:
 
 def bookie_cookie(bookie_id: str) -> str:
     return f"{BOOKIE_COOKIES}/{bookie_id}"
+
+
+def bookie_retiring(bookie_id: str) -> str:
+    return f"{BOOKIES_RETIRING}/{bookie_id}"
+
+
+def under_replicated(ledger_id: int) -> str:
+    return f"{UNDER_REPLICATED}/{ledger_id}"
+
+
+def replication_lock(ledger_id: int) -> str:
+    return f"{REPLICATION_LOCKS}/{ledger_id}"
 
 
 def broker_load(broker: str) -> str:

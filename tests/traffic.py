@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import grpc
 
 from broker.bundles import BundleRange
-from client import Client, InitialPosition, Timeout
+from client import Client, InitialPosition, Result, Timeout
 from client.admin import Admin
 from protos import broker_pb2, broker_pb2_grpc
 from protos.hashing import topic_crc32
@@ -21,7 +22,7 @@ class Traffic:
     """One producer (sync sends) and one consumer, each on its own thread,
     until stopped; records what was acknowledged and what was received."""
 
-    def __init__(self, url: str, topic: str, tag: str = "p") -> None:
+    def __init__(self, url: str, topic: str, tag: str = "p", **producer_options: Any) -> None:
         # Several Traffics may share a topic: each has its own subscription
         # and counts only its own producer's messages.
         self.tag = tag
@@ -29,7 +30,9 @@ class Traffic:
         self.consumer = self.client.subscribe(
             topic, f"audit-{tag}", initial_position=InitialPosition.Earliest
         )
-        self.producer = self.client.create_producer(topic, batching_enabled=False)
+        self.producer = self.client.create_producer(
+            topic, batching_enabled=False, **producer_options
+        )
         self.acked: list[int] = []
         self.positions: list[tuple[int, int]] = []  # where each acknowledged send was stored
         self.received: list[int] = []
@@ -89,6 +92,41 @@ class Traffic:
 
     def close(self) -> None:
         self.client.close()
+
+
+class AsyncTraffic(Traffic):
+    """The same with ``send_async``: up to 200 sends in flight (the producer
+    blocks when its queue is full), ~500 offered per second; also records
+    when each acknowledgement arrived."""
+
+    def __init__(self, url: str, topic: str, tag: str = "a") -> None:
+        self.ack_times: list[float] = []
+        self._lock = threading.Lock()
+        super().__init__(url, topic, tag, block_if_queue_full=True, max_pending_messages=200)
+
+    def _produce(self) -> None:
+        for i in range(100_000):  # bounded
+            if self._stop.is_set() or self.errors:
+                break
+            try:
+                self.producer.send_async(f"{self.tag}:{i}".encode(), self._done(i))
+            except BaseException as exc:
+                self.errors.append(exc)
+                return
+            time.sleep(0.002)  # pacing only
+        self.producer.flush()
+
+    def _done(self, i: int):  # type: ignore[no-untyped-def]
+        def callback(result: Result, msg_id: Any) -> None:
+            with self._lock:
+                if result != Result.Ok:
+                    self.errors.append(RuntimeError(f"send {i}: {result}"))
+                    return
+                self.acked.append(i)
+                self.ack_times.append(time.monotonic())
+                self.positions.append(msg_id.position)
+
+        return callback
 
 
 def sends_go_on(traffic: Traffic, more: int = 20, timeout_s: float = 40) -> None:

@@ -56,6 +56,7 @@ def _policy_verbs(stems: tuple[str, ...]) -> set[str]:
 
 # pulsar-admin's groups and the verbs of each that Magnetar has.
 ADMIN_VERBS = {
+    "bookies": {"decommission", "list", "list-bookies", "recover", "under-replicated"},
     "brokers": {"list", "leader-broker"},
     "namespaces": {
         "bundles",

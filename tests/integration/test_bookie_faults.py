@@ -1,0 +1,225 @@
+"""Bookie faults seen through the SDK: a disk that fills up and empties
+again, and a bookie lost for good under an idle topic (AutoRecovery fences
+the topic's ledger; the topic carries on on a new one)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bookie.ledger_client import LedgerClient
+from bookie.ledger_metadata import OPEN
+from bookie.replication_tasks import all_ledgers
+from client import Client, InitialPosition
+from client.admin import Admin
+from metastore.client import MetastoreClient
+from tests.harness import BookieCluster, wait_for
+
+FAST = [
+    "session_ttl_ms=2000",
+    "auditor_poll_interval_ms=200",
+    "disk_check_interval_ms=200",
+    "open_ledger_rereplication_grace_period_ms=3000",
+]
+TOPICS = [f"persistent://public/default/disk-{i}" for i in range(6)]
+
+
+def open_ledgers_on(cluster: BookieCluster, bookie: str) -> list[int]:
+    """Open ledgers whose current ensemble holds ``bookie``."""
+
+    async def main() -> list[int]:
+        ms = MetastoreClient(cluster.metastore_address)
+        out = [
+            md.ledger_id
+            async for md in all_ledgers(ms)
+            if md.state == OPEN and bookie in md.ensembles[-1][1]
+        ]
+        await ms.close()
+        return out
+
+    return asyncio.run(main())
+
+
+def producers_on(client: Client, cluster: BookieCluster, bookie: str) -> dict:
+    """A producer per topic, each having sent "<topic> 0"; some topic's
+    ledger is on ``bookie`` (E=2 of 3 bookies, six topics)."""
+    producers = {t: client.create_producer(t, batching_enabled=False) for t in TOPICS}
+    for t, p in producers.items():
+        p.send(f"{t} 0".encode())
+    assert open_ledgers_on(cluster, bookie), f"no topic's ledger uses {bookie}"
+    return producers
+
+
+def readonly(admin: Admin, bookie: str) -> bool:
+    row = next(r for r in admin.bookies.list()["bookies"] if r["bookie"] == bookie)
+    return bool(row["readOnly"])
+
+
+def consume_all(url: str, topic: str, n: int) -> list[bytes]:
+    with Client(url) as client:
+        consumer = client.subscribe(topic, "check", initial_position=InitialPosition.Earliest)
+        got = []
+        for _ in range(n):
+            msg = consumer.receive(timeout_millis=30000)
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+        return got
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 MiB tmpfs for bookie 0's data dir: a disk we can fill."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("filling a disk needs root to mount a tmpfs")
+    mount = tmp_path / "bookie0" / "data"
+    mount.mkdir(parents=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)])
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(mount: Path, percent: float) -> Path:
+    usage = shutil.disk_usage(mount)
+    filler = mount / "filler"
+    with open(filler, "wb") as f:
+        f.truncate(0)
+        need = int(usage.total * percent / 100) - usage.used
+        chunk = b"\0" * (1 << 20)
+        for _ in range(need // len(chunk) + 1):
+            f.write(chunk)
+    return filler
+
+
+def fill_up(mount: Path) -> Path:
+    """Fill the file system to the last byte."""
+    filler = mount / "filler"
+    chunk = b"\0" * (1 << 20)
+    with open(filler, "wb") as f:
+        try:
+            for _ in range(1 << 16):  # bounded: the tmpfs is 256 MiB
+                f.write(chunk)
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_turns_its_bookie_read_only_without_failing_a_send(tmp_path, small_disk):
+    settings = [*FAST, "read_only_disk_usage_percent=85"]
+    cluster = BookieCluster(tmp_path, 3, bookie_settings=settings).start_all()
+    try:
+        url = cluster.start_broker()
+        admin = Admin(url)
+        full = cluster.info[0]["bookie_id"]
+        with Client(url) as client:
+            producers = producers_on(client, cluster, full)
+
+            filler = fill(small_disk, 92)
+            wait_for(lambda: readonly(admin, full), 30, "the bookie to register read-only")
+            for i in range(1, 21):  # every send succeeds: the writers replace the full bookie
+                for t, p in producers.items():
+                    p.send(f"{t} {i}".encode())
+            assert open_ledgers_on(cluster, full) == []
+
+            filler.unlink()
+            wait_for(lambda: not readonly(admin, full), 30, "the bookie to be writable again")
+            for t, p in producers.items():
+                p.send(f"{t} 21".encode())
+        for t in TOPICS:
+            assert consume_all(url, t, 22) == [f"{t} {i}".encode() for i in range(22)]
+        admin.close()
+    finally:
+        cluster.stop_all()
+
+
+def test_an_idle_topic_whose_bookie_is_lost_carries_on(tmp_path):
+    """Its open ledger names the lost bookie: after the grace period the
+    ledger is fenced and re-replicated, and the topic moves to a new ledger;
+    the same producer then sends again and nothing is lost."""
+    settings = [*FAST, "lost_bookie_recovery_delay_s=1"]
+    cluster = BookieCluster(tmp_path, 3, bookie_settings=settings).start_all()
+    try:
+        url = cluster.start_broker()
+        admin = Admin(url)
+        topic = "persistent://public/default/idle"
+        with Client(url) as client:
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(10):
+                producer.send(f"m{i}".encode())
+            ledger = open_ledgers_on(cluster, cluster.info[0]["bookie_id"])
+            victim = 0 if ledger else 1  # E=2 of 3 bookies: one of the first two holds it
+            lost = cluster.info[victim]["bookie_id"]
+            assert open_ledgers_on(cluster, lost)
+            cluster.kill9(victim)
+
+            def repaired() -> bool:
+                rows = {r["bookie"]: r for r in admin.bookies.list()["bookies"]}
+                return rows[lost]["ledgers"] == 0 and admin.bookies.under_replicated()["count"] == 0
+
+            wait_for(repaired, 90, "the lost bookie's ledgers to be re-replicated")
+            for i in range(10, 20):
+                producer.send(f"m{i}".encode())
+
+        async def readable() -> None:  # the fenced ledger reads back from its new replicas
+            # (before a subscription consumes them, after which they may be trimmed)
+            ms = MetastoreClient(cluster.metastore_address)
+            client = LedgerClient(ms)
+            async for md in all_ledgers(ms):
+                if md.last_entry_id >= 0:
+                    assert len(await client.read(md, 0, md.last_entry_id)) == md.last_entry_id + 1
+            await client.close()
+            await ms.close()
+
+        asyncio.run(readable())
+        assert consume_all(url, topic, 20) == [f"m{i}".encode() for i in range(20)]
+
+        admin.close()
+    finally:
+        cluster.stop_all()
+
+
+def test_a_disk_that_fails_a_write_turns_its_bookie_read_only_until_restarted(tmp_path, small_disk):
+    """The disk fills up, and usage alone never turns the bookie read-only
+    (threshold 100.1 %): its writes fail, the writers move on without
+    failing a send, and the bookie registers read-only until it is restarted
+    with room again."""
+    settings = [*FAST, "read_only_disk_usage_percent=100.1", "journal_max_size_mb=1"]
+    cluster = BookieCluster(tmp_path, 3, bookie_settings=settings).start_all()
+    try:
+        url = cluster.start_broker()
+        admin = Admin(url)
+        full = cluster.info[0]["bookie_id"]
+        with Client(url) as client:
+            producers = producers_on(client, cluster, full)
+            filler = fill_up(small_disk)
+            big = b"x" * 200_000
+            i = 0
+            while not readonly(admin, full):  # bounded: the journal rolls every 1 MiB
+                i += 1
+                assert i <= 200, "the bookie never noticed its failed writes"
+                for t, p in producers.items():
+                    p.send(f"{t} {i} ".encode() + big)
+            filler.unlink()
+            assert readonly(admin, full)
+            cluster.stop(0)
+            cluster.start(0)
+            cluster.wait_ready(0)
+            wait_for(lambda: not readonly(admin, full), 30, "the restarted bookie to be writable")
+            for t, p in producers.items():
+                p.send(f"{t} last".encode())
+        for t in TOPICS:
+            got = consume_all(url, t, i + 2)
+            assert got[0] == f"{t} 0".encode() and got[-1] == f"{t} last".encode()
+            middle = [g.split(b" ")[1] for g in got[1:-1]]
+            assert middle == [str(k).encode() for k in range(1, i + 1)]
+        admin.close()
+    finally:
+        cluster.stop_all()
