@@ -19,6 +19,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from metastore.client import MetastoreClient, MetastoreError, Session
@@ -119,3 +120,29 @@ async def wait_registered(
         if await metastore.get(metadata_paths.bookie_available(bookie_id)) is not None:
             return
         await asyncio.sleep(0.05)
+
+
+async def watch_disk(
+    disk_read_only: Callable[[], bool],
+    interval_s: float,
+    bookie_id: str,
+    info: dict,
+    changed: asyncio.Event,
+    metastore: MetastoreClient,
+) -> None:
+    """Every ``interval_s``, check the disk (``disk_read_only``) and whether
+    an operator retires this bookie (``bookies decommission``/``recover``);
+    a full or failed disk or a retiring mark registers it read-only, so no
+    new ledger is placed on it. On a change, update ``info`` and set
+    ``changed`` (register_forever then puts the registration again)."""
+    retiring = False
+    while True:
+        await asyncio.sleep(interval_s)
+        disk = disk_read_only()
+        try:
+            retiring = await metastore.get(metadata_paths.bookie_retiring(bookie_id)) is not None
+        except MetastoreError as exc:
+            log.info("could not read this bookie's retiring mark: %s", exc)
+        if info["read_only"] != (disk or retiring):
+            info["read_only"] = disk or retiring
+            changed.set()

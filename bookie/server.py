@@ -23,11 +23,17 @@ from bookie.auto_recovery import AutoRecovery
 from bookie.entry_runs import check_records
 from bookie.group_commit import GroupCommitter
 from bookie.metrics import BookieMetrics
-from bookie.registration import check_cookie, load_cookie, register_forever, wait_registered
+from bookie.registration import (
+    check_cookie,
+    load_cookie,
+    register_forever,
+    wait_registered,
+    watch_disk,
+)
 from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
-from metastore.client import MetastoreClient, MetastoreError
-from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, metadata_paths, serving
+from metastore.client import MetastoreClient
+from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.add_request import AddRequestView, decode_add_request
 from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
@@ -301,6 +307,18 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             yield resp
             first = expected  # after a hole, the next pass reports it
 
+    async def _write_state(self, ledger_id: int, state: LedgerState) -> BaseException | None:
+        """Persist a ledger's state (fence flag, master key) in the group
+        committer's order, after every add queued before it; its error."""
+        fut: asyncio.Future = self.loop.create_future()
+
+        def done(exc: BaseException | None) -> None:
+            if not fut.done():
+                fut.set_result(exc)
+
+        self.committer.submit(Write(state=(ledger_id, state.encode())), 0, 0, done)
+        return await fut  # type: ignore[no-any-return]
+
     async def ReadLac(
         self, request: bookie_pb2.ReadLacRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadLacResponse:
@@ -316,15 +334,7 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 state.fenced = True
                 if state.master_key is None:
                     state.master_key = bytes(request.master_key)
-                fut: asyncio.Future = self.loop.create_future()
-
-                def done(exc: BaseException | None) -> None:
-                    if not fut.done():
-                        fut.set_result(exc)
-
-                write = Write(state=(request.ledger_id, state.encode()))
-                self.committer.submit(write, 0, 0, done)
-                exc = await fut
+                exc = await self._write_state(request.ledger_id, state)
                 if exc is not None:
                     state.fenced = False
                     return bookie_pb2.ReadLacResponse(
@@ -386,6 +396,12 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
         existed = await self.loop.run_in_executor(
             self.readers, self.store.delete_ledger, request.ledger_id
         )
+        # The ledger stays fenced here (a state record, no entries): a writer
+        # that was cut off while its ledger was recovered, closed and deleted
+        # must get LedgerFenced for its late adds, not a fresh ledger to fill.
+        tomb = self.store.ledger_state(request.ledger_id)
+        tomb.fenced, tomb.master_key = True, bytes(request.master_key)
+        await self._write_state(request.ledger_id, tomb)
         log.info("deleted ledger %d (existed: %s)", request.ledger_id, existed)
         return bookie_pb2.DeleteLedgerResponse(existed=existed)
 
@@ -420,28 +436,6 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     "read-only" if read_only else "writable", percent,
                     self.settings.read_only_disk_usage_percent, why)  # fmt: skip
         return True
-
-
-async def watch_disk(
-    service: BookieService, info: dict, changed: asyncio.Event, metastore: MetastoreClient
-) -> None:
-    """Every ``disk_check_interval_ms``, check disk usage and whether an
-    operator retires this bookie (``bookies decommission``/``recover``); a
-    full disk or a retiring mark registers it read-only, so no new ledger is
-    placed on it. On a change, update ``info`` and set ``changed``
-    (register_forever then puts the registration again)."""
-    retiring = False
-    while True:
-        await asyncio.sleep(service.settings.disk_check_interval_ms / 1000)
-        service.check_disk()
-        try:
-            mark = metadata_paths.bookie_retiring(service.bookie_id)
-            retiring = await metastore.get(mark) is not None
-        except MetastoreError as exc:
-            log.info("could not read this bookie's retiring mark: %s", exc)
-        if info["read_only"] != (service.read_only or retiring):
-            info["read_only"] = service.read_only or retiring
-            changed.set()
 
 
 def open_service(settings: BookieSettings) -> BookieService:
@@ -521,7 +515,15 @@ def _background(
     registration = asyncio.create_task(
         register_forever(metastore, service.bookie_id, info, settings.session_ttl_ms, stop, changed)
     )
-    disk_watch = asyncio.create_task(watch_disk(service, info, changed, metastore))
+
+    def disk_read_only() -> bool:
+        service.check_disk()
+        return service.read_only
+
+    interval_s = settings.disk_check_interval_ms / 1000
+    disk_watch = asyncio.create_task(
+        watch_disk(disk_read_only, interval_s, service.bookie_id, info, changed, metastore)
+    )
     if not settings.auto_recovery_daemon_enabled:
         return registration, disk_watch, None
     daemon = AutoRecovery(metastore, settings, service.bookie_id, service.metrics.recovery)

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -235,5 +236,27 @@ def test_a_bookie_cut_off_from_one_broker_is_replaced_there_only(
         lab.heal(host, "k1")
         on1.finish("bookie cut off from k1 (k1's traffic)")
         on2.finish("bookie cut off from k1 (k2's traffic)")
+    finally:
+        c.stop_all()
+
+
+def test_a_flapping_link_loses_nothing(lab: NetLab, tmp_path: Path) -> None:
+    """The owning broker's link goes down and comes back up every second
+    for 20 s (half a second each; its clients, its bookies and the
+    metastore all lose it each time)."""
+    c = NetCluster(lab, tmp_path, settings=FAST).start_all()
+    try:
+        topic = "persistent://public/default/flapping"
+        place_topic_on(c.url("k1"), topic)
+        both = Both(c.service_url, topic)
+        both.go_on()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # bounded: 20 s of cut, heal, cut, ...
+            lab.isolate("k1")
+            time.sleep(0.5)  # the fault's own schedule, not a wait for a condition
+            lab.rejoin("k1")
+            time.sleep(0.5)
+        both.go_on()
+        both.finish("flapping link of the owning broker")
     finally:
         c.stop_all()

@@ -499,3 +499,26 @@ def test_a_busy_writer_sends_what_piles_up_as_one_request_and_cuts_big_ones(book
         await ms.close()
 
     run(main())
+
+
+def test_a_deleted_ledger_stays_fenced_against_a_writer_that_missed_it(bookies3):
+    """A broker cut off while its topic moved, its ledger was recovered,
+    closed, consumed and deleted, may still send adds: the bookies refuse
+    them (the delete keeps the fence), so nothing is acknowledged into a
+    ledger that no longer exists (found by the flapping-link test)."""
+
+    async def main() -> None:
+        ms = MetastoreClient(bookies3.metastore_address)
+        client = LedgerClient(ms)
+        writer = await client.create_ledger(2, 2, 2)
+        await write_all(writer, 5)
+        other = LedgerClient(ms)
+        await other.open_with_recovery(writer.ledger_id)
+        await other.delete_ledger(writer.ledger_id)
+        with pytest.raises(LedgerFencedError):
+            await writer.add(payload(5))
+        await other.close()
+        await client.close()
+        await ms.close()
+
+    run(main())
