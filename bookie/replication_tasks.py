@@ -96,13 +96,12 @@ async def mark_under_replicated(
 
 async def tasks(metastore: MetastoreClient) -> list[ReplicationTask]:
     """Every filed task, read in one call."""
-    records, _ = await metastore.list_prefix(metadata_paths.UNDER_REPLICATED + "/")
-    out = []
-    for r in records:
-        name = r.key.rsplit("/", 1)[1]
-        if name.isdigit():
-            out.append(ReplicationTask.from_json(int(name), r.value, r.version))
-    return out
+    records = await _records(metastore, metadata_paths.UNDER_REPLICATED)
+    return [
+        ReplicationTask.from_json(int(name), value, version)
+        for name, (value, version) in records.items()
+        if name.isdigit()
+    ]
 
 
 async def ledger_ids(metastore: MetastoreClient) -> list[int]:
@@ -141,17 +140,21 @@ class BookieView:
         )
 
 
+async def _records(metastore: MetastoreClient, parent: str) -> dict[str, tuple[bytes, int]]:
+    """(value, version) of ``parent``'s children by name, read in one call."""
+    records, _ = await metastore.list_prefix(parent + "/")
+    return {r.key.removeprefix(parent + "/"): (r.value, r.version) for r in records}
+
+
 async def bookie_view(metastore: MetastoreClient) -> BookieView:
-    available: dict[str, dict] = {}
-    for bookie in await metastore.children(metadata_paths.BOOKIES_AVAILABLE):
-        stat = await metastore.get(metadata_paths.bookie_available(bookie))
-        if stat is not None:
-            available[bookie] = json.loads(stat.value)
-    retiring: dict[str, Retire] = {}
-    for bookie in await metastore.children(metadata_paths.BOOKIES_RETIRING):
-        stat = await metastore.get(metadata_paths.bookie_retiring(bookie))
-        if stat is not None:
-            retiring[bookie] = Retire(json.loads(stat.value)["action"])
+    available = {
+        b: json.loads(v)
+        for b, (v, _) in (await _records(metastore, metadata_paths.BOOKIES_AVAILABLE)).items()
+    }
+    retiring = {
+        b: Retire(json.loads(v)["action"])
+        for b, (v, _) in (await _records(metastore, metadata_paths.BOOKIES_RETIRING)).items()
+    }
     known = set(await metastore.children(metadata_paths.BOOKIE_COOKIES))
     return BookieView(available, known, retiring)
 
