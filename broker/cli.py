@@ -268,6 +268,18 @@ def health(address: str, timeout_s: float, tls: bool) -> None:
     sys.exit(0 if serving else 1)
 
 
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.pass_context
+def verify(ctx: click.Context) -> None:
+    """Fault-injection verifier: a workload, faults from a schedule, a
+    verdict and a report (`magnetar verify --help`; docs/reliability.md).
+    It is an SDK program (client/verify_cli.py): this runs it as is."""
+    os.execv(sys.executable, [sys.executable, "-m", "client.verify_cli", *ctx.args])
+
+
 main.add_command(tokens)
 
 

@@ -32,7 +32,7 @@ from broker.stats_history import StatsHistory
 from broker.system_producer import SystemTopicProducer
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient, Session
-from protos import broker_pb2, serving
+from protos import broker_pb2, channel, serving
 from protos.access import AccessGuard
 from protos.credentials import TokenSupplier
 from protos.security_settings import (
@@ -145,9 +145,12 @@ async def _start_server(
     settings: BrokerSettings, credentials: grpc.ServerCredentials | None
 ) -> tuple[grpc.aio.Server, HealthServicer, Listeners]:
     server = grpc.aio.server(
-        options=serving.grpc_options(
-            max(serving.MAX_GRPC_MESSAGE_BYTES, settings.max_message_size * 2 + 65536)
-        )
+        options=[
+            *serving.grpc_options(
+                max(serving.MAX_GRPC_MESSAGE_BYTES, settings.max_message_size * 2 + 65536)
+            ),
+            *channel.keep_alive_server_options(settings.keep_alive_interval_seconds),
+        ]
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)

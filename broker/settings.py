@@ -68,6 +68,12 @@ class BrokerSettings:
     managed_ledger_default_ack_quorum: int = setting(
         2, "Copies confirmed before a publish is acknowledged (Qa); `magnetar standalone` uses 1."
     )
+    keep_alive_interval_seconds: int = setting(
+        30,
+        "Pings each client connection this often; one not answered within as long is "
+        "dropped, with its producers and consumers (Pulsar's keepAliveIntervalSeconds; "
+        "values under 1 count as 1).",
+    )
     broker_deduplication_enabled: bool = setting(
         False,
         "Drop resent messages (same producer name and sequence id); a namespace's "

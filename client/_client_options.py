@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from client._connection import is_tls_url
+from client._connection import KEEP_ALIVE_DEFAULT_S, is_tls_url
 from client.exceptions import InvalidConfiguration
 from protos.tls import TlsClient, TlsConfigError
 
@@ -57,6 +57,19 @@ def _check_no_effect(options: dict[str, Any]) -> None:
             raise InvalidConfiguration(
                 f"Client({name}={value!r}) is not supported by Magnetar: {why}"
             )
+
+
+def client_transport(service_url: str, options: dict[str, Any]) -> tuple[TlsClient | None, int]:
+    """How the client speaks TLS (``client_tls``) and its keep-alive interval:
+    ``keep_alive_interval_seconds`` (the Java client's keepAliveIntervalSeconds,
+    default 30, at least 1), which the official Python client does not expose."""
+    rest = dict(options)
+    keep_alive = rest.pop("keep_alive_interval_seconds", KEEP_ALIVE_DEFAULT_S)
+    if isinstance(keep_alive, bool) or not isinstance(keep_alive, int) or keep_alive < 1:
+        raise InvalidConfiguration(
+            f"Client(keep_alive_interval_seconds={keep_alive!r}): a whole number of seconds, >= 1"
+        )
+    return client_tls(service_url, rest), keep_alive
 
 
 def client_tls(service_url: str, options: dict[str, Any]) -> TlsClient | None:

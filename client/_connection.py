@@ -79,12 +79,17 @@ def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> N
 CHANNEL_RECONNECT_BACKOFF_MS = (100, 2000)
 
 
-def channel_options() -> list[tuple[str, int]]:
+# Client(keep_alive_interval_seconds=...): the Java client's default.
+KEEP_ALIVE_DEFAULT_S = 30
+
+
+def channel_options(keep_alive_s: int = KEEP_ALIVE_DEFAULT_S) -> list[tuple[str, int]]:
     """The options of every channel the SDK opens to a broker."""
     return [
         *channel.grpc_options(channel.MAX_GRPC_MESSAGE_BYTES),
         ("grpc.initial_reconnect_backoff_ms", CHANNEL_RECONNECT_BACKOFF_MS[0]),
         ("grpc.max_reconnect_backoff_ms", CHANNEL_RECONNECT_BACKOFF_MS[1]),
+        *channel.keep_alive_client_options(keep_alive_s),
     ]
 
 
@@ -105,15 +110,17 @@ class Connection:
         connection_timeout_ms: int,
         token: TokenSupplier | None = None,
         tls: TlsClient | None = None,
+        keep_alive_s: int = KEEP_ALIVE_DEFAULT_S,
     ) -> None:
         self.address = address
         self.connection_timeout_s = connection_timeout_ms / 1000
         self.token = token
         self.tls = tls
+        self.options = channel_options(keep_alive_s)
         self._channel: grpc.aio.Channel | None = None
         self._stub: broker_pb2_grpc.BrokerStub | None = None
         if tls is None:
-            self._set_channel(aio_channel(address, channel_options(), token))
+            self._set_channel(aio_channel(address, self.options, token))
 
     def _set_channel(self, channel: grpc.aio.Channel) -> None:
         self._channel = channel
@@ -132,7 +139,7 @@ class Connection:
     async def _open_tls(self, timeout_s: float) -> None:
         assert self.tls is not None
         try:
-            channel = await self.tls.channel(self.address, channel_options(), timeout_s)
+            channel = await self.tls.channel(self.address, self.options, timeout_s)
         except TlsRefused as exc:  # its certificate or protocol: no use trying again
             raise TlsHandshakeError(
                 f"cannot connect to the broker at {self.address}: {exc}"
@@ -261,9 +268,11 @@ class Connections:
         timeout_s: float,
         token: TokenSupplier | None = None,
         tls: TlsClient | None = None,
+        keep_alive_s: int = KEEP_ALIVE_DEFAULT_S,
     ) -> None:
         self.token = token  # what every call carries (the client's authentication)
         self.tls = tls  # magnetar+tls://: brokers are reached at their TLS URLs
+        self.keep_alive_s = keep_alive_s
         self.connection_timeout_ms = connection_timeout_ms
         self.timeout_s = timeout_s
         self._pool: dict[str, Connection] = {}
@@ -274,7 +283,7 @@ class Connections:
         conn = self._pool.get(address)
         if conn is None:
             conn = self._pool[address] = Connection(
-                address, self.connection_timeout_ms, self.token, self.tls
+                address, self.connection_timeout_ms, self.token, self.tls, self.keep_alive_s
             )
         return conn
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client._batch_receive import batch_receive_async
-from client._client_options import client_tls
+from client._client_options import client_transport
 from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
@@ -343,12 +343,12 @@ class Client:
         connection_timeout_ms: int = 10000,
         **kwargs: Any,
     ) -> None:
-        tls = client_tls(service_url, kwargs)
+        tls, keep_alive_s = client_transport(service_url, kwargs)
         self._operation_timeout_s = operation_timeout_seconds
         # What the connection pool is made with, when first needed.
         self._pool_args = (
             parse_service_url(service_url), connection_timeout_ms, operation_timeout_seconds,
-            token_of(authentication), tls,
+            token_of(authentication), tls, keep_alive_s,
         )  # fmt: skip
         self._connections: Connections | None = None
         self._producers: list[AnyProducerEngine] = []

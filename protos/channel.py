@@ -17,3 +17,36 @@ def grpc_options(max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES) -> list[tuple[
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.so_reuseport", 0),
     ]
+
+
+# The shortest client keep-alive a server accepts (a client pinging more
+# often is sent away with GOAWAY "too_many_pings" by gRPC).
+MIN_KEEP_ALIVE_S = 1
+
+
+def keep_alive_client_options(interval_s: int) -> list[tuple[str, int]]:
+    """A client channel pings its server every ``interval_s`` and drops the
+    connection when an answer takes longer than that (Pulsar's
+    keepAliveIntervalSeconds): calls on it fail and are made again on a new
+    connection, instead of waiting on a link that went silent."""
+    ms = max(MIN_KEEP_ALIVE_S, interval_s) * 1000
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+def keep_alive_server_options(interval_s: int) -> list[tuple[str, int]]:
+    """A server pings each client connection every ``interval_s`` (dropping
+    it, and what it carries, when the answer takes longer), and accepts the
+    clients' own pings down to MIN_KEEP_ALIVE_S apart."""
+    ms = max(MIN_KEEP_ALIVE_S, interval_s) * 1000
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_KEEP_ALIVE_S * 1000 // 2),
+        ("grpc.http2.max_ping_strikes", 0),
+    ]

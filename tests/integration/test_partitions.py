@@ -1,5 +1,5 @@
 """Network partitions on real processes, each in its own network namespace
-(tests/netlab.py, tests/partition_cluster.py), with sync and async traffic
+(client/netlab.py, client/net_cluster.py), with sync and async traffic
 running and the usual checks: no application error, every acknowledged send
 consumed, per-producer order, acknowledged positions only rise. Each test
 prints the longest gap between two acknowledgements its producers saw.
@@ -11,20 +11,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from client import Client, MessageId, Timeout
+from client.net_cluster import NetCluster
+from client.netlab import NetLab
 from metastore.client import MetastoreClient, MetastoreError
 from protos import metadata_paths
 from protos.topic_name import TopicName
 from tests.harness import wait_for
-from tests.netlab import NetLab
-from tests.partition_cluster import NetCluster
 from tests.traffic import (
+    DUPLICATE_RECEIPT,
     AsyncTraffic,
     Traffic,
     check_traffic,
@@ -55,10 +59,9 @@ def longest_gap_s(times: list[float]) -> float:
 class Both:
     """A sync and an async traffic on one topic."""
 
-    def __init__(self, url: str, topic: str) -> None:
-        self.sync = Traffic(url, topic, "s")
-        self.sync_times: list[float] = []
-        self.asyn = AsyncTraffic(url, topic, "a")
+    def __init__(self, url: str, topic: str, **client_options: Any) -> None:
+        self.sync = Traffic(url, topic, "s", client_options)
+        self.asyn = AsyncTraffic(url, topic, "a", client_options)
 
     def go_on(self, timeout_s: float = 60) -> None:
         sends_go_on(self.sync, 20, timeout_s)
@@ -236,6 +239,65 @@ def test_a_bookie_cut_off_from_one_broker_is_replaced_there_only(
         lab.heal(host, "k1")
         on1.finish("bookie cut off from k1 (k1's traffic)")
         on2.finish("bookie cut off from k1 (k2's traffic)")
+    finally:
+        c.stop_all()
+
+
+def stored_values(url: str, topic: str) -> list[bytes]:
+    """Every message the topic holds, read from the start."""
+    with Client(url) as client:
+        reader = client.create_reader(topic, MessageId.earliest)
+        out = []
+        for _ in range(1_000_000):  # bounded
+            try:
+                out.append(reader.read_next(timeout_millis=2000).data())
+            except Timeout:
+                return out
+        return out
+
+
+def test_a_client_cut_off_past_its_keep_alive_reconnects_and_dedup_drops_resends(
+    lab: NetLab, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The owning broker's answers to the client are dropped for 8 s, four
+    keep-alive intervals of 2 s: the sends still arrive and are stored, their
+    receipts are lost. The client's keep-alive gives up on the connection,
+    reconnects once the link is back and sends every unconfirmed message
+    again; deduplication answers the stored ones (-1:-1) without storing
+    them twice."""
+    settings = {
+        **FAST,
+        "broker": [
+            *FAST["broker"],
+            "keep_alive_interval_seconds=2",
+            "broker_deduplication_enabled=true",
+        ],
+    }
+    c = NetCluster(lab, tmp_path, settings=settings).start_all()
+    try:
+        topic = "persistent://public/default/client-cut"
+        place_topic_on(c.url("k1"), topic)
+        caplog.set_level(logging.INFO, logger="client")
+        both = Both(c.service_url, topic, keep_alive_interval_seconds=2)
+        both.go_on()
+        lab.drop("k1", "host")
+        fault_ends = time.monotonic() + 8
+        wait_for(
+            lambda: "reconnects" in caplog.text,
+            10,
+            "the keep-alive to give up on the silent connection",
+        )
+        while time.monotonic() < fault_ends:  # the fault's own length: 4 keep-alive intervals
+            time.sleep(0.1)
+        lab.undrop("k1", "host")
+        both.go_on()
+        resent = both.asyn.positions.count(DUPLICATE_RECEIPT)
+        resent += both.sync.positions.count(DUPLICATE_RECEIPT)
+        both.finish("client cut off from its broker past the keep-alive")
+        assert resent > 0, "no resend was answered as a duplicate"
+        stored = stored_values(c.service_url, topic)
+        assert len(stored) == len(set(stored)), "a resend was stored twice"
+        print(f"client cut off: {resent} resends dropped by deduplication")
     finally:
         c.stop_all()
 

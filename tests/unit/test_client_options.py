@@ -3,6 +3,8 @@ nothing, refused by name where Magnetar would ignore them (issue 23, point 5).""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from client import AuthenticationToken, Client
@@ -85,3 +87,24 @@ def test_tls_options_go_with_a_tls_url(tmp_path):
         )
     with pytest.raises(InvalidConfiguration, match="needs its key"):
         Client("magnetar+tls://127.0.0.1:1", tls_certificate_file_path=str(tmp_path / "ca.pem"))
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, "30", True])
+def test_a_keep_alive_that_is_not_a_whole_positive_second_is_refused(value):
+    with pytest.raises(InvalidConfiguration, match="keep_alive_interval_seconds"):
+        Client(URL, keep_alive_interval_seconds=value)
+
+
+def test_the_keep_alive_reaches_every_channel_the_client_opens():
+    from client._connection import Connections
+
+    async def options() -> dict:
+        pool = Connections(["127.0.0.1:1"], 1000, 1.0, None, None, 7)
+        try:
+            return dict(pool.get("127.0.0.1:1").options)
+        finally:
+            await pool.close()
+
+    got = asyncio.run(options())
+    assert got["grpc.keepalive_time_ms"] == 7000
+    assert got["grpc.keepalive_timeout_ms"] == 7000

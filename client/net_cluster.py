@@ -1,19 +1,52 @@
-"""A cluster for partition tests: every process in its own network
-namespace of a :class:`tests.netlab.NetLab`, on the standard ports of its
-own address (metastore nodes m1.., bookies b1.., brokers k1..). The test
-process reaches them over the lab's bridge, as a client would."""
+"""A cluster for partitions: every process in its own network namespace of
+a :class:`client.netlab.NetLab`, on the standard ports of its own address
+(metastore nodes m1.., bookies b1.., brokers k1..). The process that made
+it (``magnetar verify --netns``, a test) reaches them over the lab's
+bridge, as a client would. The processes are ``python -m broker.cli``
+of the interpreter running this (Magnetar must be installed in it)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.harness import ROOT, kill9_process, stop_process, wait_for
-from tests.netlab import NetLab
+from client.netlab import NetLab
 
 METASTORE_PORT, RAFT_PORT, BOOKIE_PORT, BROKER_PORT = 2379, 2380, 3181, 6650
+
+
+class NetClusterError(RuntimeError):
+    """A process of the cluster exited or did not get ready in time."""
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise NetClusterError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.05)  # polling the condition, bounded by the deadline
+
+
+def _kill9(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def _stop(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM, wait; kill -9 when it does not stop in time."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill9(proc)
 
 
 class NetCluster:
@@ -85,16 +118,14 @@ class NetCluster:
         d.mkdir(parents=True, exist_ok=True)
         (d / "ready.json").unlink(missing_ok=True)
         log = open(d / "process.log", "a")  # noqa: SIM115 (kept by the process)
-        self.procs[name] = self.lab.popen(
-            name, self._command(name), cwd=ROOT, stdout=log, stderr=log
-        )
+        self.procs[name] = self.lab.popen(name, self._command(name), stdout=log, stderr=log)
 
     def wait_ready(self, name: str, timeout_s: float = 60) -> None:
         ready = self.data_dir / name / "ready.json"
 
         def check() -> bool:
             if self.procs[name].poll() is not None:
-                raise AssertionError(f"{name} exited: {self.log(name)}")
+                raise NetClusterError(f"{name} exited: {self.log(name)}")
             return ready.exists()
 
         wait_for(check, timeout_s, f"{name} to be ready")
@@ -113,13 +144,18 @@ class NetCluster:
         return path.read_text()[-4000:] if path.exists() else ""
 
     def kill9(self, name: str) -> None:
-        kill9_process(self.procs.pop(name))
+        _kill9(self.procs.pop(name))
+
+    def roles(self) -> dict[str, str]:
+        """Each process's name and role ("metastore", "bookie", "broker")."""
+        return {
+            **{m: "metastore" for m in self.metastores},
+            **{b: "bookie" for b in self.bookies},
+            **{k: "broker" for k in self.brokers},
+        }
 
     def stop_all(self) -> None:
         for name in [*self.brokers, *self.bookies, *self.metastores]:
             proc = self.procs.pop(name, None)
             if proc is not None:
-                try:
-                    stop_process(proc, 10)
-                except Exception:  # the lab kills what is left
-                    kill9_process(proc)
+                _stop(proc, 10)

@@ -1,18 +1,20 @@
-"""A small network for partition tests: one Linux bridge and one network
-namespace per process (../shared/reference/containers-and-networks.md §4).
+"""A small network for partitions (``magnetar verify --netns`` and the
+partition tests): one Linux bridge and one network namespace per process
+(docs/reliability.md, "Network partitions").
 
 Each namespace gets an address 10.<net>.0.<i>/24 on a veth pair whose other
 end is on the bridge; the test process itself is on the bridge as
-10.<net>.0.254, so it reaches every process like a client would. Faults:
+10.<net>.0.254 ("host"), so it reaches every process like a client would. Faults:
 
 - ``cut(a, b)`` / ``heal(a, b)``: iptables DROP of everything between two
   hosts, both ways, inside both namespaces (the rest keeps talking);
+- ``drop(a, b)`` / ``undrop(a, b)``: what a sends to b is dropped (one way);
 - ``isolate(a)`` / ``rejoin(a)``: the host's link goes down / up.
 
 ``close()`` kills every process started in the namespaces and deletes the
 namespaces, veths, bridge and the FORWARD rules it added, whatever state the
-test left them in; use the lab as a context manager (or a fixture) so that
-happens when a test fails. ``NetLab.unavailable()`` says why a machine
+test or run left them in; use the lab as a context manager (or a fixture)
+so that happens when a test fails. ``NetLab.unavailable()`` says why a machine
 cannot run it (not root, no ``ip``/``iptables``), for a one-line skip.
 """
 
@@ -124,6 +126,15 @@ class NetLab:
         if pair in self._cuts:
             self._rules("-D", *pair)
             self._cuts.discard(pair)
+
+    def drop(self, src: str, dst: str) -> None:
+        """Drop what ``src`` sends to ``dst`` (one way; ``src`` is not "host")."""
+        rule = ["OUTPUT", "-d", self._ip(dst), "-j", "DROP"]
+        _run("ip", "netns", "exec", self.hosts[src].namespace, "iptables", "-A", *rule)
+
+    def undrop(self, src: str, dst: str) -> None:
+        rule = ["OUTPUT", "-d", self._ip(dst), "-j", "DROP"]
+        _run("ip", "netns", "exec", self.hosts[src].namespace, "iptables", "-D", *rule)
 
     def isolate(self, name: str) -> None:
         _run("ip", "link", "set", self.hosts[name].veth, "down")
