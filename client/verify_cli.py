@@ -244,13 +244,14 @@ def _inject_all(
     stop: threading.Event,
     owner: Callable[[], str | None] | None,
 ) -> None:
+    roles = injector.control.roles() if injector is not None else {}
     if injector is None:
         return
     for fault in faults:
         if stop.wait(max(0.0, fault.at_s - rec.now())):  # the schedule's time
             return
         if owner is not None:
-            fault = aim_at_owner(fault, owner())
+            fault = aim_at_owner(fault, owner(), roles)
         started = rec.now()
         try:
             result = injector.inject(fault)

@@ -138,14 +138,16 @@ class NetClusterControl:
         return True
 
 
-def aim_at_owner(fault: Fault, owner: str | None) -> Fault:
+def aim_at_owner(fault: Fault, owner: str | None, roles: dict[str, str]) -> Fault:
     """The fault with its broker target replaced by ``owner`` (the broker
-    that owns the test topic now), when there is one."""
-    roles = TARGET_ROLES[fault.kind]
-    if owner is None or "broker" not in roles:
+    that owns the test topic now), when there is one: a broker-only kind's
+    broker, or an any-process kind's target when the draw was a broker."""
+    if owner is None:
         return fault
-    targets = list(fault.targets)
-    targets[roles.index("broker")] = owner
+    targets = [
+        owner if role == "broker" or (role == "any" and roles.get(t) == "broker") else t
+        for role, t in zip(TARGET_ROLES[fault.kind], fault.targets, strict=True)
+    ]
     return replace(fault, targets=tuple(targets))
 
 

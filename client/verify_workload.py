@@ -52,6 +52,11 @@ class Recorder:
             self._n += 1
             self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
 
+    @property
+    def count(self) -> int:
+        """Events recorded so far."""
+        return self._n
+
     def close(self) -> None:
         with self._lock:
             self._file.close()
@@ -195,7 +200,7 @@ class Workload:
         deadline = time.monotonic() + drain_s
         last, since = -1, time.monotonic()
         while time.monotonic() < deadline:
-            n = self.rec._n
+            n = self.rec.count
             if n != last:
                 last, since = n, time.monotonic()
             elif time.monotonic() - since > quiet_s:

@@ -193,3 +193,15 @@ def test_an_outage_counts_for_the_fault_it_mostly_overlaps():
     tl = {"ack_times": acks, "faults": faults, "end": 19.0}
     got = [(o["fault"], o["longest_ack_gap_s"]) for o in fault_outages(tl)]
     assert got == [("pause bookie-0", 7.0), ("kill9 broker-1", 7.5)]
+
+
+def test_the_recorded_history_reads_back_in_order(tmp_path):
+    from client.verify_workload import Recorder, read_history
+
+    rec = Recorder(tmp_path / "h.jsonl.gz")
+    rec.record("send", p="p", s=0, key="k")
+    rec.record("fault", t=1.5, end=2.0, label="pause bookie-0")  # t given: the fault's start
+    rec.close()
+    got = list(read_history(tmp_path / "h.jsonl.gz"))
+    assert [(e["n"], e["k"]) for e in got] == [(0, "send"), (1, "fault")]
+    assert got[1]["t"] == 1.5 and rec.count == 2

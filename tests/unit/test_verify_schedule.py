@@ -91,7 +91,8 @@ def test_bad_ranges_are_refused(text):
     [
         ("flap", ("k2",), "k1", ("k1",)),
         ("bookie-broker", ("b1", "k2"), "k1", ("b1", "k1")),  # the bookie stays
-        ("kill9", ("b2",), "k1", ("b2",)),  # any process: left as drawn
+        ("kill9", ("k2",), "k1", ("k1",)),  # any process, drawn a broker: the owner
+        ("pause", ("b1",), "k1", ("b1",)),  # any process, drawn a bookie: as drawn
         ("isolate-metastore", ("m1",), "k1", ("m1",)),
         ("flap", ("k2",), None, ("k2",)),  # owner unknown: as drawn
     ],
@@ -100,4 +101,5 @@ def test_broker_faults_are_aimed_at_the_owner_of_the_topic(kind, targets, owner,
     from client.verify_faults import aim_at_owner
     from client.verify_schedule import Fault
 
-    assert aim_at_owner(Fault(10, kind, targets, 3), owner).targets == expected
+    roles = {"k1": "broker", "k2": "broker", "b1": "bookie", "m1": "metastore"}
+    assert aim_at_owner(Fault(10, kind, targets, 3), owner, roles).targets == expected
