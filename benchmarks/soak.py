@@ -105,7 +105,10 @@ def main() -> None:
         )  # fmt: skip
     finally:
         stop_cluster(proc, data)
-    report = json.loads((Path(args.out) / "report.json").read_text())
+    path = Path(args.out) / "report.json"
+    if not path.exists():  # the verifier could not run (it said why)
+        sys.exit(verify.returncode)
+    report = json.loads(path.read_text())
     print(
         json.dumps(
             {

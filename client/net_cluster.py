@@ -117,8 +117,8 @@ class NetCluster:
         d = self.data_dir / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "ready.json").unlink(missing_ok=True)
-        log = open(d / "process.log", "a")  # noqa: SIM115 (kept by the process)
-        self.procs[name] = self.lab.popen(name, self._command(name), stdout=log, stderr=log)
+        with open(d / "process.log", "a") as log:  # the process keeps its own copy
+            self.procs[name] = self.lab.popen(name, self._command(name), stdout=log, stderr=log)
 
     def wait_ready(self, name: str, timeout_s: float = 60) -> None:
         ready = self.data_dir / name / "ready.json"

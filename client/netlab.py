@@ -94,7 +94,11 @@ class NetLab:
     def popen(self, name: str, cmd: Sequence[str], **kwargs: object) -> subprocess.Popen:
         """Start ``cmd`` inside host ``name``'s namespace."""
         host = self.hosts[name]
-        proc = subprocess.Popen(["ip", "netns", "exec", host.namespace, *cmd], **kwargs)  # type: ignore[call-overload]
+        # A session of its own: a Ctrl-C at the terminal reaches the verifier
+        # (or test), which stops the cluster itself, not every process at once.
+        proc = subprocess.Popen(  # type: ignore[call-overload]
+            ["ip", "netns", "exec", host.namespace, *cmd], start_new_session=True, **kwargs
+        )
         host.procs.append(proc)
         return proc
 
@@ -112,14 +116,16 @@ class NetLab:
                 continue
             ns, peer = self.hosts[here].namespace, self._ip(there)
             for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d")):
-                _run("ip", "netns", "exec", ns, "iptables", action, chain, flag, peer, "-j", "DROP")
+                # Deleting is best effort: a rule a failed cut never added is not there.
+                _run("ip", "netns", "exec", ns, "iptables", action, chain, flag, peer, "-j", "DROP",
+                     check=action != "-D")  # fmt: skip
 
     def cut(self, a: str, b: str) -> None:
         """Drop everything between ``a`` and ``b`` ("host" is the test process)."""
         pair = (min(a, b), max(a, b))
         if pair not in self._cuts:
+            self._cuts.add(pair)  # first: a cut that fails halfway is still healed
             self._rules("-A", *pair)
-            self._cuts.add(pair)
 
     def heal(self, a: str, b: str) -> None:
         pair = (min(a, b), max(a, b))
@@ -134,7 +140,7 @@ class NetLab:
 
     def undrop(self, src: str, dst: str) -> None:
         rule = ["OUTPUT", "-d", self._ip(dst), "-j", "DROP"]
-        _run("ip", "netns", "exec", self.hosts[src].namespace, "iptables", "-D", *rule)
+        _run("ip", "netns", "exec", self.hosts[src].namespace, "iptables", "-D", *rule, check=False)
 
     def isolate(self, name: str) -> None:
         _run("ip", "link", "set", self.hosts[name].veth, "down")

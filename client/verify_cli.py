@@ -7,7 +7,9 @@ Exclusive, a Failover, a Shared and a Key_Shared subscription), injects
 faults from a seeded schedule, then checks the recorded history and
 writes ``history.jsonl.gz``, ``report.json``, ``report.md`` and
 ``timeline.svg`` to ``--out``. Exit status: 0 when the verdict is PASS,
-1 when it is FAIL, 2 for a usage error.
+1 when it is FAIL, 3 when it is INCONCLUSIVE (no anomaly, but a fault could
+not be injected or undone, the cluster did not recover, or nothing was
+acknowledged), 2 for a usage error, 4 when the workload could not start.
 
 Where the cluster is:
 
@@ -23,6 +25,7 @@ Where the cluster is:
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -96,6 +99,12 @@ def _kinds(text: str) -> list[str]:
     help="A fault on a broker hits the test topic's owner at that moment, or any broker.",
 )
 @click.option(
+    "--keep-alive",
+    default=30,
+    show_default=True,
+    help="The workload's Client(keep_alive_interval_seconds=...).",
+)
+@click.option(
     "--producers", default=2, show_default=True, help="Producers (each with deduplication)."
 )
 @click.option("--rate", default=25.0, show_default=True, help="Sends per second per producer.")
@@ -132,8 +141,8 @@ def main(**opts: Any) -> None:
         raise click.UsageError(
             "--service-url runs no faults: add --faults none, or use --cluster/--netns"
         )
-    if opts["duration_s"] <= 0 or opts["producers"] < 1 or opts["rate"] <= 0:
-        raise click.UsageError("--duration, --producers and --rate must be positive")
+    if min(opts["duration_s"], opts["producers"], opts["rate"], opts["keep_alive"]) <= 0:
+        raise click.UsageError("--duration, --producers, --rate and --keep-alive must be positive")
     out = Path(opts["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
@@ -150,13 +159,24 @@ def main(**opts: Any) -> None:
         except (ControlError, ScheduleError) as exc:
             raise click.UsageError(str(exc)) from None
         url = control.service_url if control else opts["service_url"]
+        # A SIGTERM ends the run like Ctrl-C: faults undone, the cluster stopped.
+        signal.signal(signal.SIGTERM, _interrupt)
         report = _run(opts, out, url, control, faults)
     click.echo(
         f"{report['verdict']}: {report['counts']['acknowledged']} acknowledged sends, "
         f"{len(report['faults'])} faults, anomalies {report['anomalies'] or 'none'}; "
         f"report in {out / 'report.md'}"
     )
-    sys.exit(0 if report["verdict"] == "PASS" else 1)
+    for doubt in report["doubts"]:
+        click.echo(f"doubt: {doubt}")
+    sys.exit(EXIT_CODES[report["verdict"]])
+
+
+EXIT_CODES = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _control(opts: dict[str, Any], out: Path, stack: ExitStack) -> Any:
@@ -186,7 +206,15 @@ def _run(opts: dict[str, Any], out: Path, url: str, control: Any, faults: list[F
     history = out / "history.jsonl.gz"
     rec = Recorder(history)
     topic = f"persistent://{opts['namespace']}/verify-{int(time.time())}"
-    workload = Workload(url, topic, rec, opts["producers"], opts["rate"])
+    try:
+        workload = Workload(
+            url, topic, rec, opts["producers"], opts["rate"],
+            client_options={"keep_alive_interval_seconds": opts["keep_alive"]},
+        )  # fmt: skip
+    except Exception as exc:  # the cluster is not there or refuses the workload
+        rec.close()
+        click.echo(f"verify: cannot start the workload on {url}: {exc}", err=True)
+        sys.exit(EXIT_SETUP)
     stop = threading.Event()
     injector = Injector(control, stop) if control else None
     owner = (lambda: _owner(url, topic, control)) if opts["broker_target"] == "owner" else None
@@ -203,9 +231,11 @@ def _run(opts: dict[str, Any], out: Path, url: str, control: Any, faults: list[F
     except KeyboardInterrupt:
         click.echo("verify: interrupted; checking what was recorded")
     stop.set()
-    thread.join(HOLD_JOIN_S)
-    workload.stop(opts["drain_s"])
-    rec.close()
+    try:
+        thread.join(HOLD_JOIN_S)
+        workload.stop(opts["drain_s"])
+    finally:
+        rec.close()
     verdict = check(read_history(history))
     run = {
         k: opts[k]
@@ -216,6 +246,7 @@ def _run(opts: dict[str, Any], out: Path, url: str, control: Any, faults: list[F
             "fault_hold",
             "seed",
             "broker_target",
+            "keep_alive",
             "producers",
             "rate",
         )
@@ -225,6 +256,7 @@ def _run(opts: dict[str, Any], out: Path, url: str, control: Any, faults: list[F
 
 
 HOLD_JOIN_S = 180  # longest wait for the fault in progress to be undone
+EXIT_SETUP = 4  # the workload could not start: nothing was verified
 
 
 def _owner(url: str, topic: str, control: Any) -> str | None:

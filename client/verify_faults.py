@@ -21,6 +21,7 @@ import signal
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -90,7 +91,12 @@ class LocalClusterControl:
         return {name: name.rsplit("-", 1)[0] for name in self._read()["pids"]}
 
     def pid(self, name: str) -> int:
-        return int(self._read()["pids"][name])
+        """The pid of a running process (its last pid may be reused once it is down)."""
+        endpoints = self._read()
+        state = endpoints.get("states", {}).get(name)
+        if state != "running":
+            raise ControlError(f"{name} is {state}, not running: no fault injected")
+        return int(endpoints["pids"][name])
 
     def after_exit(self, name: str) -> None:
         pass  # the supervisor restarts it
@@ -180,10 +186,12 @@ class Injector:
         self._old_pid = pid = self.control.pid(name)
         sig = {"kill9": signal.SIGKILL, "pause": signal.SIGSTOP, "restart": signal.SIGTERM}[kind]
         os.kill(pid, sig)
-        self.stop.wait(hold_s)  # the fault's length (the schedule), not a synchronisation
-        if kind == "pause":
-            os.kill(pid, signal.SIGCONT)
-        else:
+        try:
+            self.stop.wait(hold_s)  # the fault's length (the schedule), not a synchronisation
+        finally:
+            if kind == "pause":
+                os.kill(pid, signal.SIGCONT)
+        if kind != "pause":
             self.control.after_exit(name)
 
     def _partition(self, kind: str, targets: tuple[str, ...], hold_s: float) -> None:
@@ -194,21 +202,26 @@ class Injector:
             self._flap(c.lab, targets[0], hold_s)
             return
         cuts, isolated, dropped = partition_steps(kind, targets, c.metastores)
-        for a, b in cuts:
-            c.lab.cut(a, b)
-        for name in isolated:
-            c.lab.isolate(name)
-        for name in dropped:
-            c.lab.drop(name, "host")
         try:
-            self.stop.wait(hold_s)  # the fault's length
-        finally:
             for a, b in cuts:
-                c.lab.heal(a, b)
+                c.lab.cut(a, b)
             for name in isolated:
-                c.lab.rejoin(name)
+                c.lab.isolate(name)
             for name in dropped:
-                c.lab.undrop(name, "host")
+                c.lab.drop(name, "host")
+            self.stop.wait(hold_s)  # the fault's length
+        finally:  # every step undone, each on its own: one failing leaves the rest healed
+            undo = [*(partial(c.lab.heal, a, b) for a, b in cuts)]
+            undo += [partial(c.lab.rejoin, n) for n in isolated]
+            undo += [partial(c.lab.undrop, n, "host") for n in dropped]
+            errors = []
+            for step in undo:
+                try:
+                    step()
+                except Exception as exc:
+                    errors.append(exc)
+            if errors:
+                raise ControlError(f"undoing {kind} failed: {errors[0]}")
 
     def _flap(self, lab: NetLab, name: str, hold_s: float) -> None:
         ends = time.monotonic() + hold_s
@@ -221,13 +234,18 @@ class Injector:
         finally:
             lab.rejoin(name)
 
+    def _replaced(self, name: str) -> bool:
+        try:
+            return self.control.pid(name) != self._old_pid
+        except ControlError:  # not running yet
+            return False
+
     def _wait_healthy(self, replaced: str | None) -> bool:
         """Every process serving (and ``replaced``, killed or stopped, running
         under a new pid) within HEALTHY_TIMEOUT_S."""
         deadline = time.monotonic() + HEALTHY_TIMEOUT_S
         while time.monotonic() < deadline and not self.stop.is_set():
-            new = replaced is None or self.control.pid(replaced) != self._old_pid
-            if new and self.control.healthy():
+            if (replaced is None or self._replaced(replaced)) and self.control.healthy():
                 return True
             self.stop.wait(0.2)  # polling the cluster's state, bounded by the deadline
         return False

@@ -65,6 +65,7 @@ def fault_outages(tl: dict[str, Any]) -> list[dict[str, Any]]:
                 "held_s": round(f["end"] - f["t"], 2),
                 "recovered_s": f.get("recovered_s"),
                 "longest_ack_gap_s": longest_gap(times, f["t"], window_end),
+                **({"error": f["error"]} if f.get("error") else {}),
             }
         )
     return out
@@ -135,8 +136,13 @@ def write(out: Path, verdict: Verdict, tl: dict[str, Any], run: dict[str, Any]) 
     """report.json, report.md and timeline.svg in ``out``; returns the report."""
     outages = fault_outages(tl)
     times = sorted(tl["ack_times"])
+    problems = doubts(verdict, outages)
+    judged = verdict.to_json()
+    if judged["verdict"] == "PASS" and problems:
+        judged["verdict"] = "INCONCLUSIVE"
     report = {
-        **verdict.to_json(),
+        **judged,
+        "doubts": problems,
         "run": run,
         "duration_s": round(tl["end"], 1),
         "longest_ack_gap_s": longest_gap(times, 0.0, tl["end"]),
@@ -149,6 +155,20 @@ def write(out: Path, verdict: Verdict, tl: dict[str, Any], run: dict[str, Any]) 
     return report
 
 
+def doubts(verdict: Verdict, outages: list[dict[str, Any]]) -> list[str]:
+    """Why a run without anomalies still proves little: a fault that could
+    not be injected or undone, a cluster that did not recover, no traffic."""
+    out = [f"{o['fault']} at {o['at_s']} s: {o['error']}" for o in outages if o.get("error")]
+    out += [
+        f"{o['fault']} at {o['at_s']} s: the cluster was not healthy again within the wait"
+        for o in outages
+        if o["recovered_s"] is None and not o.get("error")
+    ]
+    if verdict.counts.get("acknowledged", 0) == 0:
+        out.append("no send was acknowledged")
+    return out
+
+
 def markdown(report: dict[str, Any]) -> str:
     c = report["counts"]
     lines = [
@@ -158,6 +178,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"acknowledged {c['acknowledged']}, failed {c['failed']}, no receipt "
         f"{c['no_receipt']}, answered by deduplication {c['dedup_receipts']}.",
         f"Longest gap between acknowledgements: {report['longest_ack_gap_s']} s.",
+        "",
+        *[f"- doubt: {d}" for d in report["doubts"]],
         "",
         "![timeline](timeline.svg)",
         "",

@@ -48,6 +48,8 @@ class Recorder:
 
     def record(self, event_kind: str, /, **fields: Any) -> None:
         with self._lock:
+            if self._file.closed:  # a late callback after the end: not part of the run
+                return
             event = {"n": self._n, "t": self.now(), "k": event_kind, **fields}
             self._n += 1
             self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
@@ -66,6 +68,16 @@ def read_history(path: Path) -> Iterator[dict[str, Any]]:
     with gzip.open(path, "rt") as f:
         for line in f:
             yield json.loads(line)
+
+
+def _parse(data: bytes) -> tuple[str, int]:
+    """(producer, sequence) of a workload message; anything else is kept as
+    hex with sequence -1 (the checker reports it as a phantom)."""
+    p, _, s = data.decode(errors="replace").rpartition(":")
+    try:
+        return p, int(s)
+    except ValueError:
+        return data.hex(), -1
 
 
 def _id(msg_id: MessageId) -> list[int]:
@@ -91,6 +103,11 @@ class Workload:
         self._stop_sending = threading.Event()
         self._stop_receiving = threading.Event()
         self._consumer_threads: list[threading.Thread] = []
+        # What the drain at the end waits for: every acknowledged send
+        # delivered on every subscription.
+        self._progress = threading.Lock()
+        self._acked: set[tuple[str, int]] = set()
+        self._delivered: dict[str, set[tuple[str, int]]] = {}
         self._producer_threads: list[threading.Thread] = []
         self._subscribe()
         with Admin(service_url) as admin:
@@ -124,6 +141,7 @@ class Workload:
                 )
                 self._consumer_threads.append(thread)
             self.rec.record("subscribe", sub=sub, type=type_name)
+            self._delivered[sub] = set()
 
     def start(self) -> None:
         for t in [*self._consumer_threads, *self._producer_threads]:
@@ -155,6 +173,8 @@ class Workload:
         def done(result: Result, msg_id: Any) -> None:
             if result == Result.Ok:
                 self.rec.record("sent", p=name, s=seq, id=_id(msg_id))
+                with self._progress:
+                    self._acked.add((name, seq))
             else:
                 self.rec.record("sent", p=name, s=seq, err=str(result))
 
@@ -172,14 +192,16 @@ class Workload:
                 self.rec.record("note", what=f"{sub}/{name}: receive failed: {exc}")
                 self._stop_receiving.wait(RETRY_S)
                 continue
-            p, _, s = m.data().decode().rpartition(":")
+            p, seq = _parse(m.data())
+            with self._progress:
+                self._delivered[sub].add((p, seq))
             self.rec.record(
                 "recv",
                 sub=sub,
                 type=type_name,
                 c=name,
                 p=p,
-                s=int(s),
+                s=seq,
                 key=m.partition_key(),
                 id=_id(m.message_id()),
                 rc=m.redelivery_count(),
@@ -191,13 +213,20 @@ class Workload:
 
     # ------------------------------------------------------------ the end
 
-    def stop(self, drain_s: float, quiet_s: float = 5.0) -> None:
-        """Stop sending, wait for the receipts, then receive until nothing
-        new arrived for ``quiet_s`` (at most ``drain_s``)."""
+    def all_delivered(self) -> bool:
+        with self._progress:
+            return all(self._acked <= got for got in self._delivered.values())
+
+    def stop(self, drain_s: float, quiet_s: float = 2.0) -> None:
+        """Stop sending, wait for the receipts, then receive until every
+        acknowledged send was delivered on every subscription and nothing
+        new arrived for ``quiet_s`` (at most ``drain_s`` in all)."""
         self._stop_sending.set()
         for t in self._producer_threads:
             t.join(60)
         deadline = time.monotonic() + drain_s
+        while not self.all_delivered() and time.monotonic() < deadline:
+            self._stop_receiving.wait(0.2)  # polling the consumers' progress, bounded
         last, since = -1, time.monotonic()
         while time.monotonic() < deadline:
             n = self.rec.count
@@ -205,7 +234,7 @@ class Workload:
                 last, since = n, time.monotonic()
             elif time.monotonic() - since > quiet_s:
                 break
-            self._stop_receiving.wait(0.5)  # polling the counter, bounded by the deadline
+            self._stop_receiving.wait(0.2)  # polling the counter, bounded by the deadline
         self._stop_receiving.set()
         for t in self._consumer_threads:
             t.join(10)

@@ -39,6 +39,7 @@ def _verify(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
         ),
         (("--cluster", "/nonexistent", "--fault-interval", "60-20"), "needs 0 < LOW <= HIGH"),
         (("--cluster", "/x", "--netns"), "give one of"),
+        (("--cluster", "/x", "--keep-alive", "0"), "--keep-alive must be positive"),
     ],
 )
 def test_bad_input_is_refused_with_one_line_and_exit_2(args, message, tmp_path):
@@ -52,7 +53,7 @@ def _check_run(out: Path, got: subprocess.CompletedProcess, kinds: set[str]) -> 
     assert got.returncode == 0, got.stdout + got.stderr[-3000:]
     assert got.stdout.strip().splitlines()[-1].startswith("PASS: ")
     report = json.loads((out / "report.json").read_text())
-    assert report["verdict"] == "PASS" and report["anomalies"] == {}
+    assert report["verdict"] == "PASS" and report["anomalies"] == {} and report["doubts"] == []
     assert report["counts"]["acknowledged"] > 200
     assert {f["fault"].split()[0] for f in report["faults"]} == kinds
     assert all(f["recovered_s"] is not None for f in report["faults"])

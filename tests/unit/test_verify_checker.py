@@ -205,3 +205,20 @@ def test_the_recorded_history_reads_back_in_order(tmp_path):
     got = list(read_history(tmp_path / "h.jsonl.gz"))
     assert [(e["n"], e["k"]) for e in got] == [(0, "send"), (1, "fault")]
     assert got[1]["t"] == 1.5 and rec.count == 2
+
+
+def test_a_run_without_anomalies_is_inconclusive_when_its_faults_did_not_happen(tmp_path):
+    from client.verify_report import timeline, write
+
+    h = History().send("p", 0, at=(1, 0)).recv("s", "p", 0, (1, 0))
+    h._add(k="fault", end=3.0, label="kill9 broker-0", error="broker-0 is backoff, not running")
+    h._add(k="fault", end=9.0, label="pause bookie-1", recovered_s=None)
+    got = write(tmp_path, check(h.events), timeline(h.events), {})
+    assert got["verdict"] == "INCONCLUSIVE" and got["anomalies"] == {}
+    assert [d.split(":")[0] for d in got["doubts"]] == [
+        "kill9 broker-0 at 5.0 s",
+        "pause bookie-1 at 6.0 s",
+    ]
+    assert "doubt: kill9 broker-0" in (tmp_path / "report.md").read_text()
+    clean = History().send("p", 0, at=(1, 0)).recv("s", "p", 0, (1, 0))
+    assert write(tmp_path, check(clean.events), timeline(clean.events), {})["verdict"] == "PASS"
