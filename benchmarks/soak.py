@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,41 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from broker.local_cluster import (  # noqa: E402
-    BOOKIE_METRICS,
-    BOOKIE_PORT,
-    BROKER_METRICS,
-    BROKER_PORT,
-    METASTORE_METRICS,
-    METASTORE_PORT,
-)
-
-
-def free_offset() -> int:
-    """A --port-offset under which every port of a 3x3x3 local-cluster is free."""
-    for offset in range(21000, 40000, 89):
-        ports = [METASTORE_PORT + offset + i for i in range(6)]
-        for base in (BOOKIE_PORT, BROKER_PORT, METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS):
-            ports += [base + offset + i for i in range(3)]
-        if all(_free(p) for p in ports):
-            return offset
-    raise SystemExit("no free port range for the cluster")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+from broker.local_cluster import free_port_offset  # noqa: E402
 
 
 def start_cluster(data: Path, log: Path) -> subprocess.Popen:
     out = open(log, "w")  # noqa: SIM115 (kept by the process)
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "local-cluster", "--data-dir", str(data),
-         "--port-offset", str(free_offset())],
+         "--port-offset", str(free_port_offset(21000, 40000, 89))],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 180

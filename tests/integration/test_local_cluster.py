@@ -8,19 +8,11 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from broker.local_cluster import (
-    BOOKIE_METRICS,
-    BOOKIE_PORT,
-    BROKER_METRICS,
-    BROKER_PORT,
-    METASTORE_METRICS,
-    METASTORE_PORT,
-)
+from broker.local_cluster import BROKER_PORT, free_port_offset
 from client import Client, InitialPosition
 from client.admin import Admin
 from metastore.client import MetastoreClient
@@ -28,24 +20,11 @@ from tests.harness import ROOT, wait_for
 from tests.traffic import place_topic_on
 
 
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _free_offset() -> int:
     """A port offset under which every port of a 3x3x3 cluster is free."""
-    for offset in range(20000, 40000, 97):
-        ports = [METASTORE_PORT + offset + i for i in range(6)]
-        for base in (BOOKIE_PORT, BROKER_PORT, METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS):
-            ports += [base + offset + i for i in range(3)]
-        if all(_free(p) for p in ports):
-            return offset
-    raise AssertionError("no free port range for the cluster")
+    offset = free_port_offset()
+    assert offset is not None, "no free port range for the cluster"
+    return offset
 
 
 def _ledgers(metastores: str) -> list[dict]:
