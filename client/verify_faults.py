@@ -242,10 +242,11 @@ class Injector:
 
     def _wait_healthy(self, replaced: str | None) -> bool:
         """Every process serving (and ``replaced``, killed or stopped, running
-        under a new pid) within HEALTHY_TIMEOUT_S."""
+        under a new pid) within HEALTHY_TIMEOUT_S. Also when the run is
+        ending (a fault cut short): the drain needs the cluster back."""
         deadline = time.monotonic() + HEALTHY_TIMEOUT_S
-        while time.monotonic() < deadline and not self.stop.is_set():
+        while time.monotonic() < deadline:
             if (replaced is None or self._replaced(replaced)) and self.control.healthy():
                 return True
-            self.stop.wait(0.2)  # polling the cluster's state, bounded by the deadline
+            time.sleep(0.2)  # polling the cluster's state, bounded by the deadline
         return False
