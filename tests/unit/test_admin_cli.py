@@ -113,6 +113,7 @@ SERVER_COMMANDS = {
     "metastore",
     "standalone",
     "tokens",
+    "verify",  # the fault-injection verifier (an SDK program, exec'd)
 }
 
 
@@ -144,7 +145,7 @@ def test_magnetar_admin_help_lists_the_groups():
     assert _commands(text) == set(ADMIN_VERBS)
 
 
-def test_magnetar_help_has_only_the_server_commands_and_tokens():
+def test_magnetar_help_has_only_the_server_commands_tokens_and_verify():
     assert _commands(_help("broker.cli")) == SERVER_COMMANDS
 
 
