@@ -44,12 +44,13 @@ def free_port_offset(first: int = 20000, last: int = 40000, step: int = 97) -> i
         ports = [METASTORE_PORT + offset + i for i in range(6)]
         for base in (BOOKIE_PORT, BROKER_PORT, METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS):
             ports += [base + offset + i for i in range(3)]
-        if all(_bindable(p) for p in ports):
+        if all(port_is_free(p) for p in ports):
             return offset
     return None
 
 
-def _bindable(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` can be bound on 127.0.0.1 now."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))

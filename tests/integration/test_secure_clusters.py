@@ -6,7 +6,6 @@ its plaintext port off."""
 
 from __future__ import annotations
 
-import socket
 import stat
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from broker.local_cluster import (
     METASTORE_METRICS,
     METASTORE_PORT,
     METASTORE_TLS,
+    port_is_free,
 )
 from client import AuthenticationToken, Client, InitialPosition
 from client.admin import Admin
@@ -110,22 +110,13 @@ def test_standalone_secure_with_mutual_tls_between_its_processes(tmp_path: Path)
         cluster.stop()
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _free_secure_offset() -> int:
     bases = (BOOKIE_PORT, BROKER_PORT, METASTORE_METRICS, BOOKIE_METRICS, BROKER_METRICS)
     for offset in range(20011, 40000, 89):
         ports = [METASTORE_PORT + offset + i for i in range(6)]
         for base in (*bases, METASTORE_TLS, BOOKIE_TLS, BROKER_TLS):
             ports += [base + offset + i for i in range(3)]
-        if all(_free(p) for p in ports):
+        if all(port_is_free(p) for p in ports):
             return offset
     raise AssertionError("no free port range for the cluster")
 
