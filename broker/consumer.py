@@ -48,6 +48,7 @@ class Consumer:
     # The authenticated role that subscribed (None: authentication is off);
     # judged again when its grants change (broker/authorizer.py).
     role: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)  # its properties
 
     def grant(self, permits: int) -> None:
         """The client can take ``permits`` more messages."""

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from broker.consumer import Consumer, Deliveries
 from broker.errors import BrokerError
 from broker.modes import KeySharedMode, SubscriptionType, mode_of
+from broker.producer import client_metadata
 from broker.producer_stream import REVOKED, StillAllowed
 from broker.subscription import KeySharedPolicy, Subscription
 from broker.topic import TopicBase
@@ -28,7 +29,7 @@ from broker.topics import TopicRegistry
 from protos import broker_pb2, common_pb2
 from protos.access import CALLER_ROLE
 from protos.errors import error, error_of
-from protos.message_id import MessageId, id_data, id_fields
+from protos.message_id import MessageId, id_data
 from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -138,10 +139,11 @@ class ConsumerStream:
         if not req.subscription:
             raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
         sub_type = mode_of(SubscriptionType, req.sub_type, "subscription type")
+        metadata = client_metadata(req.properties, self.topics.settings.max_client_properties_bytes)
         topic = await self.topics.get_topic(name)
         mark_delete = None
         if req.HasField("start_message_id"):
-            start = MessageId(*id_fields(req.start_message_id))
+            start = MessageId.from_data(req.start_message_id)
             mark_delete = topic.start_position(start, req.start_message_id_inclusive)
         key_shared = None
         if sub_type == SubscriptionType.KEY_SHARED:
@@ -157,6 +159,7 @@ class ConsumerStream:
             mark_delete,
             key_shared,
         )
+        consumer.metadata = metadata
         return topic, sub, consumer
 
 
@@ -231,9 +234,10 @@ class _Session:
         if which == "publish_time_ms":
             target = seek.publish_time_ms
         elif which == "message_id":
-            target = MessageId(*id_fields(seek.message_id))
+            target = MessageId.from_data(seek.message_id)
         try:
-            self.sub.seek(await self.topic.seek_position(target))
+            inclusive = seek.inclusive if which == "message_id" else True
+            self.sub.seek(await self.topic.seek_position(target, inclusive))
         except Exception as exc:
             self._answer(broker_pb2.ConsumerResponse(request_error=error_of(exc)))
             return True

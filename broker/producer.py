@@ -4,12 +4,14 @@ quotas hold publishing (:mod:`broker.quota_enforcement` implements it)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from broker.errors import BrokerError
 from broker.meter import Meter
 from broker.modes import ProducerAccessMode
+from protos import common_pb2
 
 unique_producer_ids = itertools.count(1)
 
@@ -29,6 +31,20 @@ class Producer:
     # The authenticated role that created it (None: authentication is off);
     # judged again when its grants change (broker/authorizer.py).
     role: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)  # its properties
+
+
+def client_metadata(pairs: Iterable[common_pb2.KeyValue], max_bytes: int) -> dict[str, str]:
+    """A producer's or consumer's properties as its stats ``metadata``;
+    more than ``max_bytes`` of keys and values is refused (nothing made)."""
+    metadata = {kv.key: kv.value for kv in pairs}
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items())
+    if size > max_bytes:
+        raise BrokerError(
+            f"properties of {size} bytes; at most {max_bytes} (max_client_properties_bytes)",
+            common_pb2.INVALID_ARGUMENT,
+        )
+    return metadata
 
 
 class PublishGate(Protocol):

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from broker.managed_ledger import ManagedLedgerFencedError
 from broker.modes import ProducerAccessMode, mode_of
+from broker.producer import client_metadata
 from broker.settings import BrokerSettings
 from broker.topic import Producer, TopicBase
 from broker.topics import TopicRegistry
@@ -156,8 +157,10 @@ class ProducerStream:
     async def _create(self, create: broker_pb2.CreateProducer) -> tuple[TopicBase, Producer]:
         name = TopicName.parse(create.topic)
         mode = mode_of(ProducerAccessMode, create.access_mode, "producer access mode")
+        metadata = client_metadata(create.properties, self.settings.max_client_properties_bytes)
         topic = await self.topics.get_topic(name)
         producer = await topic.add_producer(create.producer_name, self.broker_name, mode)
+        producer.metadata = metadata
         return topic, producer
 
     async def _serve(

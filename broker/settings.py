@@ -124,6 +124,11 @@ class BrokerSettings:
     max_topics: int = setting(100000, "Topics one broker serves at once.")
     max_producers_per_topic: int = setting(10000, "Producers connected to one topic.")
     max_consumers_per_subscription: int = setting(10000, "Consumers of one subscription.")
+    max_client_properties_bytes: int = setting(
+        16384,
+        "Most bytes of the properties (keys and values) a producer or consumer brings as its "
+        "metadata (shown as 'metadata' in topic stats); more is refused.",
+    )
     max_unacked_messages_per_consumer: int = setting(
         50000,
         "Unacknowledged messages a consumer may hold; at the limit it gets nothing more "

@@ -295,6 +295,7 @@ def _publisher_stats(topic: TopicBase) -> list[dict[str, Any]]:
                 "accessMode": p.access_mode.display,
                 "msgRateIn": r,
                 "msgThroughputIn": t,
+                "metadata": dict(p.metadata),
             }
         )
     return out
@@ -313,6 +314,7 @@ def _consumer_stats(sub: Subscription, c: Consumer) -> dict[str, Any]:
         "blockedConsumerOnUnackedMsgs": sub.pending.is_blocked(c),
         "redeliveryCount": sub.pending.redelivered(c),
         "priorityLevel": c.priority_level,
+        "metadata": dict(c.metadata),
     }
     if isinstance(sub.dispatcher, KeySharedDispatcher):
         consumer.update(key_shared_consumer_stats(sub.dispatcher, c))

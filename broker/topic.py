@@ -230,7 +230,7 @@ class TopicBase:
         nothing is stored, so a reader starts where a consumer would)."""
         return None
 
-    async def seek_position(self, target: MessageId | int | None) -> Position:
+    async def seek_position(self, target: MessageId | int | None, inclusive: bool) -> Position:
         raise BrokerError(
             f"{self.name} is non-persistent: there is nothing stored to seek to",
             common_pb2.NOT_ALLOWED,
@@ -540,23 +540,22 @@ class Topic(TopicBase):
             return ledger.before(pos)
         return pos
 
-    async def seek_position(self, target: MessageId | int | None) -> Position:
+    async def seek_position(self, target: MessageId | int | None, inclusive: bool) -> Position:
         """The mark-delete position that makes ``target`` (a message id, or a
-        publish time in ms) the next message delivered."""
+        publish time in ms) the next message delivered; a message id that is
+        not ``inclusive`` (and not in a batch) makes the one after it next."""
         ledger = self.ledger
         if target is None:
             raise BrokerError(
                 "seek needs a message id or a publish time", common_pb2.INVALID_ARGUMENT
             )
         if isinstance(target, int):
-            pos = await find_by_publish_time(ledger, target)
-        elif target.ledger_id() < 0:
-            pos = ledger.normalize(ledger.first_position)
-        elif target.ledger_id() >= MAX_INT64:
-            pos = ledger.next_position(ledger.last_confirmed)
-        else:
-            pos = target.position
-        return ledger.before(pos)
+            return ledger.before(await find_by_publish_time(ledger, target))
+        if target.ledger_id() < 0:
+            return ledger.before(ledger.normalize(ledger.first_position))
+        if target.ledger_id() >= MAX_INT64:
+            return ledger.before(ledger.next_position(ledger.last_confirmed))
+        return self.start_position(target, inclusive)
 
     # ---------------------------------------------------------------- cursors
 

@@ -140,10 +140,10 @@ class TopicAdministration:
         if message_id is not None:
             target = _message_id(message_id)
             if exclude is True:
-                target = MessageId(target.ledger_id(), target.entry_id() + 1)
+                target = MessageId(ledger_id=target.ledger_id(), entry_id=target.entry_id() + 1)
         else:
             target = _count(timestamp_ms, "timestamp_ms", 0, 1 << 62)
-        mark_delete = await found.seek_position(target)
+        mark_delete = await found.seek_position(target, inclusive=True)
         sub.seek(mark_delete)
         for consumer in list(sub.consumers):
             consumer.close()  # they reconnect and receive from the new position
@@ -218,4 +218,4 @@ def _message_id(text: Any) -> MessageId:
         ) from None
     if ledger < 0 or entry < 0:
         raise BrokerError(f"message id {text!r} is negative", common_pb2.INVALID_ARGUMENT)
-    return MessageId(ledger, entry)
+    return MessageId(ledger_id=ledger, entry_id=entry)

@@ -8,6 +8,7 @@
 ``client.aio`` has the same API as coroutines.
 """
 
+from client import exceptions as _exceptions
 from client._sync import Client, Consumer, Producer, Reader
 from client.authentication import Authentication, AuthenticationToken
 from client.enums import (
@@ -24,7 +25,7 @@ from client.enums import (
     SubscriptionMode,
 )
 from client.exceptions import *  # noqa: F403 - every Pulsar-named exception
-from client.exceptions import MagnetarError
+from client.exceptions import MagnetarError, PulsarException
 from client.message import Message
 from client.policies import (
     ConsumerBatchReceivePolicy,
@@ -55,8 +56,15 @@ __all__ = [
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
+    "PulsarException",
     "Reader",
     "RegexSubscriptionMode",
     "Result",
     "SubscriptionMode",
 ]
+# Every exception class, as the official client exports them all.
+__all__ += sorted(
+    name
+    for name, value in vars(_exceptions).items()
+    if isinstance(value, type) and issubclass(value, MagnetarError) and name not in __all__
+)

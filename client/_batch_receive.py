@@ -18,7 +18,7 @@ from client.policies import ConsumerBatchReceivePolicy
 
 def _batch_limits(policy: ConsumerBatchReceivePolicy | None) -> tuple[int, int, float]:
     policy = policy or ConsumerBatchReceivePolicy()
-    return policy.max_num_message(), policy.max_num_bytes(), policy.timeout_ms() / 1000
+    return policy.max_num_message, policy.max_num_bytes, policy.timeout_ms / 1000
 
 
 def _batch_full(policy_max: int, max_bytes: int, count: int, size: int) -> bool:

@@ -31,16 +31,20 @@ from protos.tls import TlsClient, TlsRefused, diagnose
 log = logging.getLogger(__name__)
 
 
-SCHEMES = ("magnetar", "magnetar+tls")
+# Pulsar's schemes are aliases, so a pulsar-client user's URL works as is.
+SCHEMES = ("magnetar", "magnetar+tls", "pulsar", "pulsar+ssl")
+TLS_SCHEMES = ("magnetar+tls", "pulsar+ssl")
 
 
 def is_tls_url(url: str) -> bool:
-    """Whether a service URL asks for TLS (``magnetar+tls://``)."""
-    return isinstance(url, str) and url.strip().startswith("magnetar+tls://")
+    """Whether a service URL asks for TLS (``magnetar+tls://`` or its alias
+    ``pulsar+ssl://``)."""
+    return isinstance(url, str) and url.strip().partition("://")[0] in TLS_SCHEMES
 
 
 def parse_service_url(url: str) -> list[str]:
-    """``magnetar://h:p[,h2:p2]`` or bare ``h:p`` -> ``["h:p", ...]``."""
+    """``magnetar://h:p[,h2:p2]`` (or ``pulsar://``, ``magnetar+tls://``,
+    ``pulsar+ssl://``) or bare ``h:p`` -> ``["h:p", ...]``."""
     if not isinstance(url, str) or not url.strip():
         raise InvalidUrl(f"service URL {url!r} is empty")
     rest = url.strip()
@@ -48,7 +52,8 @@ def parse_service_url(url: str) -> list[str]:
         scheme, rest = rest.split("://", 1)
         if scheme not in SCHEMES:
             raise InvalidUrl(
-                f"service URL {url!r}: the scheme must be magnetar:// or magnetar+tls://"
+                f"service URL {url!r}: the scheme must be magnetar://, magnetar+tls:// "
+                "or their aliases pulsar://, pulsar+ssl://"
             )
     rest = rest.rstrip("/")
     hosts = []

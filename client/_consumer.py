@@ -51,7 +51,7 @@ from client._entry_decoder import (
 from client._receiver_queue import ReceiverQueue
 from client._redelivery_task import RedeliveryTask
 from client.chunks import ChunkAssembler
-from client.dead_letter import DeadLetterPublisher, default_dead_letter_topic
+from client.dead_letter import DeadLetterPublisher
 from client.enums import ConsumerType, InitialPosition, SubscriptionMode
 from client.exceptions import (
     AlreadyClosed,
@@ -64,7 +64,6 @@ from client.exceptions import (
     from_wire_or,
 )
 from client.message import Message
-from client.policies import ConsumerDeadLetterPolicy
 from protos import broker_pb2
 from protos.message_id import MessageId
 
@@ -109,7 +108,7 @@ class ConsumerEngine:
                 options.max_pending_chunked_message,
                 options.expire_time_of_incomplete_chunked_message_ms / 1000,
             ),
-            policy.max_redeliver_count() if policy is not None else None,
+            policy.max_redeliver_count if policy is not None else None,
         )
         self.last_dequeued: MessageId | None = None
         self._acks = AckGroupingTracker(
@@ -155,7 +154,7 @@ class ConsumerEngine:
             self.opts, self.topic, self.subscription, self.name, start, inclusive
         )
         subscribed = await self._stream.open(
-            self.connection, request, self.opts.receiver_queue_size
+            self.connection, request, self._incoming.initial_permits
         )
         self.name = subscribed.consumer_name
         self.topic = subscribed.topic
@@ -166,26 +165,16 @@ class ConsumerEngine:
         self._reader_task = self.loop.create_task(self._reader())
         if self._redelivery.ack_timeouts_on:
             self._redelivery.start()
-        policy = self.opts.dead_letter_policy
-        if policy is not None and policy.initial_subscription_name():
-            try:
-                await self._create_dead_letter_subscription(policy)
-            except BaseException:
-                await self.close()
-                raise
 
-    async def _create_dead_letter_subscription(self, policy: ConsumerDeadLetterPolicy) -> None:
-        """Create ``initial_subscription_name`` on the dead letter topic now, so
-        nothing dead-lettered is missed by it."""
-        name = policy.initial_subscription_name()
-        assert name is not None
-        topic = policy.dead_letter_topic() or default_dead_letter_topic(
-            self.topic, self.subscription
-        )
+    async def _create_dead_letter_subscription(self, topic: str) -> None:
+        """Create the policy's ``initial_subscription_name`` on the dead letter
+        ``topic`` (run as the dead letter producer is created)."""
+        policy = self.opts.dead_letter_policy
+        assert policy is not None and policy.initial_subscription_name
         probe = ConsumerEngine(
             await self.resolver(topic),
             topic,
-            name,
+            policy.initial_subscription_name,
             ConsumerOptions(initial_position=InitialPosition.Earliest, receiver_queue_size=1),
             self.loop,
         )
@@ -310,7 +299,8 @@ class ConsumerEngine:
                 self.topic,
                 self.subscription,
                 self.name,
-                policy.dead_letter_topic(),
+                policy.dead_letter_topic,
+                self._create_dead_letter_subscription if policy.initial_subscription_name else None,
             )
         publisher = self._dead_letters
 
@@ -318,7 +308,13 @@ class ConsumerEngine:
             try:
                 await publisher.publish(messages)
             except Exception as exc:
+                # Not acked: it comes back after the nack delay and is tried again.
                 log.warning("%s: dead-lettering %s failed: %s", self.topic, pos, exc)
+                first = messages[0]
+                self._redelivery.nack(
+                    first.message_id(), first.redelivery_count(), time.monotonic()
+                )
+                self._redelivery.start()
                 return
             with self._lock:
                 self._arm_ack_flush(self._acks.add_individual([pos], time.monotonic()))
@@ -390,35 +386,35 @@ class ConsumerEngine:
                 self._check()
                 if self._incoming:
                     return self._take_locked()
+                self._grant(self._incoming.want_one())  # zero-prefetch: ask for one
                 if deadline is None:
                     self._arrived.wait(0.5)
                     continue
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Timeout(f"no message within {timeout_millis} ms on {self.topic}")
-                self._arrived.wait(left)
+                self._arrived.wait(min(left, 0.5))
 
     async def receive_async(self, timeout_millis: int | None) -> Message:
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
+        # Zero-prefetch looks again now and then: its one permit may have been
+        # spent on a message that never reached the queue.
+        step_s = 0.5 if self._incoming.zero_prefetch else None
         while True:
             with self._lock:
                 self._check()
                 if self._incoming:
                     return self._take_locked()
+                self._grant(self._incoming.want_one())  # zero-prefetch: ask for one
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise Timeout(f"no message within {timeout_millis} ms on {self.topic}")
+            wait_s = left if step_s is None else min(step_s, left if left is not None else step_s)
             self._async_waiter = self.loop.create_future()
             try:
-                if deadline is None:
-                    await self._async_waiter
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise Timeout(f"no message within {timeout_millis} ms on {self.topic}")
-                    try:
-                        await asyncio.wait_for(self._async_waiter, left)
-                    except TimeoutError:
-                        raise Timeout(
-                            f"no message within {timeout_millis} ms on {self.topic}"
-                        ) from None
+                await asyncio.wait_for(self._async_waiter, wait_s)
+            except TimeoutError:
+                continue  # the deadline is checked at the top
             finally:
                 self._async_waiter = None
 
@@ -523,13 +519,16 @@ class ConsumerEngine:
     # ------------------------------------------------------------ requests
 
     async def seek(self, target: MessageId | int, timeout_s: float) -> None:
-        """Reset the subscription: the next message is ``target`` (a MessageId,
-        inclusive) or the first one published at or after ``target`` (ms)."""
+        """Reset the subscription: the next message is the one after ``target``
+        (a MessageId; ``target`` itself with start_message_id_inclusive, as in
+        Pulsar) or the first one published at or after ``target`` (ms)."""
         await self.flush_acks()
         seek = broker_pb2.Seek()
         if isinstance(target, MessageId):
+            inclusive = self.opts.start_message_id_inclusive
             seek.message_id.CopyFrom(id_data_of(target))
-            self._start_skip.skip_to(target, inclusive=True)  # seek: the target is next
+            seek.inclusive = inclusive
+            self._start_skip.skip_to(target, inclusive)
         elif isinstance(target, int) and not isinstance(target, bool):
             seek.publish_time_ms = target
         else:

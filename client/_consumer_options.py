@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from client.enums import (
     ConsumerType,
@@ -67,6 +68,13 @@ class ConsumerOptions:
     # a group, or at once when this many are pending (the bound on them).
     ack_grouping_time_ms: int = DEFAULT_ACK_GROUPING_TIME_MS
     ack_grouping_max_size: int = DEFAULT_ACK_GROUPING_MAX_SIZE
+    # Multi-topic and partitioned consumers: each topic's queue is at most
+    # this divided by the number of topics.
+    max_total_receiver_queue_size_across_partitions: int = 50000
+    # The consumer's metadata (broker stats show it as ``metadata``).
+    properties: dict[str, str] | None = None
+    schema: Any = None
+    is_read_compacted: bool = False
 
     def validate(self) -> None:
         for check in _CHECKS:
@@ -139,10 +147,22 @@ def _check_subscription(o: ConsumerOptions) -> None:
             f"priority_level is {o.priority_level!r}; it must be an int >= 0 "
             "(0 = the highest priority)"
         )
-    if o.receiver_queue_size < 1:
+    if not _is_int(o.receiver_queue_size) or o.receiver_queue_size < 0:
         raise InvalidConfiguration(
-            f"receiver_queue_size is {o.receiver_queue_size}; it must be >= 1"
+            f"receiver_queue_size is {o.receiver_queue_size!r}; it must be an int >= 0 "
+            "(0: no prefetch, each receive asks for one message)"
         )
+    total = o.max_total_receiver_queue_size_across_partitions
+    if not _is_int(total) or total < 1:
+        raise InvalidConfiguration(
+            f"max_total_receiver_queue_size_across_partitions is {total!r}; it must be an int >= 1"
+        )
+    props = o.properties
+    if props is not None and (
+        not isinstance(props, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
+    ):
+        raise InvalidConfiguration(f"properties must be a dict of str to str, not {props!r}")
     if not isinstance(o.consumer_type, ConsumerType):
         raise InvalidConfiguration(f"consumer_type {o.consumer_type!r} is not a ConsumerType")
     _check_key_shared_policy(o)
@@ -165,6 +185,13 @@ def _check_key_shared_policy(o: ConsumerOptions) -> None:
         )
 
 
+def _check_not_yet(o: ConsumerOptions) -> None:
+    if o.is_read_compacted:
+        raise InvalidConfiguration(
+            "is_read_compacted=True: topic compaction is not in Magnetar yet"
+        )
+
+
 def _check_ack_grouping(o: ConsumerOptions) -> None:
     if not _is_int(o.ack_grouping_time_ms) or o.ack_grouping_time_ms < 0:
         raise InvalidConfiguration(
@@ -184,6 +211,7 @@ _CHECKS: tuple[Callable[[ConsumerOptions], None], ...] = (
     _check_regex_subscription,
     _check_subscription,
     _check_ack_grouping,
+    _check_not_yet,
 )
 
 
@@ -206,14 +234,14 @@ def id_data_of(mid: MessageId | None) -> common_pb2.MessageIdData | None:
 def _key_shared_meta(policy: ConsumerKeySharedPolicy | None) -> broker_pb2.KeySharedMeta:
     if policy is None:
         return broker_pb2.KeySharedMeta()
-    ranges = policy.sticky_ranges()
+    ranges = policy.sticky_ranges
     return broker_pb2.KeySharedMeta(
         mode=(
             broker_pb2.STICKY
-            if policy.key_shared_mode() == KeySharedMode.Sticky
+            if policy.key_shared_mode == KeySharedMode.Sticky
             else broker_pb2.AUTO_SPLIT
         ),
-        allow_out_of_order_delivery=policy.allow_out_of_order_delivery(),
+        allow_out_of_order_delivery=policy.allow_out_of_order_delivery,
         range_starts=[r[0] for r in ranges],
         range_ends=[r[1] for r in ranges],
     )
@@ -245,5 +273,9 @@ def subscribe_request(
             start_message_id=id_data_of(start),
             start_message_id_inclusive=start_inclusive,
             key_shared=_key_shared_meta(opts.key_shared_policy),
+            properties=[
+                common_pb2.KeyValue(key=k, value=v)
+                for k, v in sorted((opts.properties or {}).items())
+            ],
         )
     )

@@ -67,7 +67,8 @@ class ConsumerStream:
         self.call = call
         self.topic = resp.subscribed.topic
         self.consumer_name = resp.subscribed.consumer_name
-        await self.write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=permits)))
+        if permits:
+            await self.write(broker_pb2.ConsumerRequest(flow=broker_pb2.Flow(permits=permits)))
         return resp.subscribed
 
     async def write(self, req: broker_pb2.ConsumerRequest) -> None:
@@ -161,7 +162,7 @@ class ConsumerStream:
         elif kind == "last_message_id":
             self.topic_terminated = resp.last_message_id.terminated
             ledger_id, entry_id, _, _ = id_fields(resp.last_message_id.message_id)
-            fut.set_result(MessageId(ledger_id, entry_id, self.partition))
+            fut.set_result(MessageId(self.partition, ledger_id, entry_id))
         else:
             fut.set_result(None)
 

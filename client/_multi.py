@@ -141,12 +141,21 @@ class PartitionedProducerEngine:
 
     async def start(self) -> None:
         name = TopicName.parse(self.topic)
+        # The official rule: each partition's queue shrinks so that all of
+        # them together stay within max_pending_messages_across_partitions.
+        per_partition = max(
+            1,
+            min(
+                self.opts.max_pending_messages,
+                self.opts.max_pending_messages_across_partitions // self.partitions,
+            ),
+        )
         for i in range(self.partitions):
             partition = name.partition(i).full_name
             engine = ProducerEngine(
                 await self.resolver(partition),
                 partition,
-                dataclasses.replace(self.opts),
+                dataclasses.replace(self.opts, max_pending_messages=per_partition),
                 self.loop,
                 i,
             )
@@ -300,6 +309,20 @@ class MultiConsumerEngine:
             for full in await expand_partitions(self.service, t, self.timeout_s):
                 if full not in self.children and full not in new:
                     new.append(full)
+        if self.opts.receiver_queue_size == 0:
+            raise InvalidConfiguration(
+                "receiver_queue_size=0 (no prefetch) is for one non-partitioned topic, as in Pulsar"
+            )
+        # The official rule: each topic's queue shrinks so that all of them
+        # stay within max_total_receiver_queue_size_across_partitions.
+        queue_size = max(
+            1,
+            min(
+                self.opts.receiver_queue_size,
+                self.opts.max_total_receiver_queue_size_across_partitions
+                // max(1, len(self.children) + len(new)),
+            ),
+        )
         started: list[ConsumerEngine] = []
         try:
             for full in new:
@@ -307,7 +330,9 @@ class MultiConsumerEngine:
                     await self.resolver(full),
                     full,
                     self.subscription,
-                    dataclasses.replace(self.opts, consumer_name=self.name),
+                    dataclasses.replace(
+                        self.opts, consumer_name=self.name, receiver_queue_size=queue_size
+                    ),
                     self.loop,
                     partition=TopicName.parse(full).partition_index,
                 )

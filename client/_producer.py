@@ -47,7 +47,7 @@ from client.exceptions import (
     from_wire_or,
 )
 from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
-from protos import broker_pb2
+from protos import broker_pb2, common_pb2
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,10 @@ class ProducerEngine:
                 topic=self.topic,
                 producer_name=self.name or self.opts.producer_name or "",
                 access_mode=int(self.opts.access_mode),  # type: ignore[arg-type]
+                properties=[
+                    common_pb2.KeyValue(key=k, value=v)
+                    for k, v in sorted((self.opts.properties or {}).items())
+                ],
             )
         )
         resp = await open_stream(self.connection, call, create)
@@ -248,8 +252,9 @@ class ProducerEngine:
     ) -> None:
         # The checks a message needs are inline on this path (it runs once
         # per message); what is rare is in functions of its own.
+        null_value = payload is None  # a tombstone: no value, a key
         if type(payload) is not bytes:
-            payload = _as_bytes(payload)
+            payload = b"" if null_value else _as_bytes(payload)
         if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
             raise self._too_big(len(payload))
         with self._space:
@@ -267,6 +272,7 @@ class ProducerEngine:
                 ordering_key,
                 int(event_timestamp) if event_timestamp is not None else 0,
                 deliver_at,
+                null_value,
             )
             self._pending += 1
             sealed = self._add_locked(msg, flush_now)
@@ -509,7 +515,7 @@ class ProducerEngine:
             self._last_seq_published = max(self._last_seq_published, batch.messages[-1].sequence_id)
         for i, m in enumerate(batch.messages):
             mid = (
-                MessageId(ledger_id, entry_id, self.partition, -1 if n == 1 else i)
+                MessageId(self.partition, ledger_id, entry_id, -1 if n == 1 else i)
                 if exc is None
                 else None
             )

@@ -43,6 +43,10 @@ class ProducerOptions:
     message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
     message_router: Callable[[Any, int], int] | None = None
     hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
+    max_pending_messages_across_partitions: int = 50000
+    # The producer's metadata (broker stats show it as ``metadata``).
+    properties: dict[str, str] | None = None
+    schema: Any = None
 
     def validate(self) -> None:
         for check in _CHECKS:
@@ -51,7 +55,10 @@ class ProducerOptions:
 
 def _check_chunking(o: ProducerOptions) -> None:
     if o.chunking_enabled and o.batching_enabled:
-        raise ValueError("chunking_enabled needs batching_enabled=False (Pulsar's rule)")
+        raise ValueError(
+            "chunking_enabled with batching_enabled=True: batching and chunking cannot be "
+            "enabled together (Pulsar's rule; chunking alone turns batching off)"
+        )
 
 
 def _check_compression(o: ProducerOptions) -> None:
@@ -79,14 +86,23 @@ def _check_routing(o: ProducerOptions) -> None:
 def _check_batching_and_queue(o: ProducerOptions) -> None:
     if not isinstance(o.batching_type, BatchingType):
         raise InvalidConfiguration(f"batching_type {o.batching_type!r} is not a BatchingType")
-    if o.max_pending_messages < 1:
-        raise InvalidConfiguration(
-            f"max_pending_messages is {o.max_pending_messages}; it must be >= 1"
-        )
+    for name in ("max_pending_messages", "max_pending_messages_across_partitions"):
+        value = getattr(o, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidConfiguration(f"{name} is {value!r}; it must be an int >= 1")
     if o.batching_max_messages < 1:
         raise InvalidConfiguration(
             f"batching_max_messages is {o.batching_max_messages}; it must be >= 1"
         )
+
+
+def _check_properties(o: ProducerOptions) -> None:
+    props = o.properties
+    if props is not None and (
+        not isinstance(props, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
+    ):
+        raise InvalidConfiguration(f"properties must be a dict of str to str, not {props!r}")
 
 
 def _check_access_and_timeout(o: ProducerOptions) -> None:
@@ -104,4 +120,5 @@ _CHECKS: tuple[Callable[[ProducerOptions], None], ...] = (
     _check_routing,
     _check_batching_and_queue,
     _check_access_and_timeout,
+    _check_properties,
 )

@@ -14,6 +14,12 @@ A queue dropped whole (``redeliver_unacknowledged_messages``, ``seek``)
 gives its permits back at once; after a reconnection the new subscription
 grants the whole queue again, so the count starts over.
 
+``receiver_queue_size=0`` is Pulsar's zero-prefetch mode: no permits at
+subscribe; a receive that finds the queue empty asks for one message
+(:meth:`want_one`), and nothing taken gives a permit back. A message that
+used the permit but never reaches the queue, a dropped queue or a new
+subscription leaves no permit outstanding, so the waiting receive asks again.
+
 I/O-free and not thread-safe: the consumer engine calls it under its lock
 and sends the ``Flow`` for the permits the calls answer (0: none yet).
 """
@@ -29,15 +35,33 @@ T = TypeVar("T")
 
 class ReceiverQueue(Generic[T]):
     def __init__(self, receiver_queue_size: int) -> None:
-        assert receiver_queue_size >= 1, receiver_queue_size
+        assert receiver_queue_size >= 0, receiver_queue_size
         self.receiver_queue_size = receiver_queue_size
+        self.zero_prefetch = receiver_queue_size == 0
         # Free permits not granted yet; granted once they reach this.
         self.flow_threshold = max(1, receiver_queue_size // 2)
         self._messages: collections.deque[T] = collections.deque()
         self._freed = 0
+        self._asked = False  # zero-prefetch: one permit granted, its message not here yet
+
+    @property
+    def initial_permits(self) -> int:
+        """What a new subscription grants."""
+        return self.receiver_queue_size
 
     def put(self, messages: Iterable[T]) -> None:
+        before = len(self._messages)
         self._messages.extend(messages)
+        if len(self._messages) > before:
+            self._asked = False
+
+    def want_one(self) -> int:
+        """Zero-prefetch: the permit to grant for a receive that found the
+        queue empty (1, or 0 when one is already out); else always 0."""
+        if not self.zero_prefetch or self._messages or self._asked:
+            return 0
+        self._asked = True
+        return 1
 
     def take(self) -> tuple[T, int]:
         """The oldest message (the queue must not be empty) and the permits
@@ -46,6 +70,10 @@ class ReceiverQueue(Generic[T]):
 
     def release(self, n: int) -> int:
         """``n`` permits freed; the permits to grant now (0: not yet)."""
+        if self.zero_prefetch:
+            if n:
+                self._asked = False  # the message asked for never came: ask again
+            return 0
         self._freed += n
         if self._freed < self.flow_threshold:
             return 0
@@ -56,12 +84,16 @@ class ReceiverQueue(Generic[T]):
         """Empty the queue; its messages' permits are to be granted at once."""
         dropped = len(self._messages)
         self._messages.clear()
+        if self.zero_prefetch:
+            self._asked = False
+            return 0
         return dropped
 
     def restart(self) -> None:
         """A new subscription: empty, and no permit freed yet."""
         self._messages.clear()
         self._freed = 0
+        self._asked = False
 
     @property
     def freed(self) -> int:

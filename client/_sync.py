@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from client import aio
 from client._batch_receive import batch_receive_blocking
+from client._factory_options import send_kwargs
 from client.enums import ProducerAccessMode, Result
 from client.exceptions import AlreadyClosed, InvalidConfiguration, MagnetarError, Timeout
 from client.message import Message
@@ -66,7 +67,7 @@ class Producer:
             outcome[0], outcome[1] = exc, mid
             done.set()
 
-        self._engine.enqueue(content, callback, flush_now=True, **aio._send_kwargs(kwargs))
+        self._engine.enqueue(content, callback, flush_now=True, **send_kwargs(kwargs))
         limit = self._engine.opts.send_timeout_millis / 1000 or None
         if not done.wait(None if limit is None else limit + 5):
             raise Timeout(f"no receipt within {limit:g} s on {self._engine.topic}")
@@ -95,7 +96,7 @@ class Producer:
             except Exception:
                 log.exception("send_async callback raised; ignored")
 
-        self._engine.enqueue(content, done, **aio._send_kwargs(kwargs))
+        self._engine.enqueue(content, done, **send_kwargs(kwargs))
 
     def flush(self) -> None:
         self._runner.run(self._engine.flush(), None)
@@ -246,6 +247,29 @@ class Reader:
     def topic(self) -> str:
         return self._inner.topic()
 
+    def is_connected(self) -> bool:
+        return self._inner.is_connected()
+
+    def _start_listener(self, listener: Callable[[Reader, Message], Any]) -> None:
+        """Call ``reader_listener(reader, message)`` on a thread of its own for
+        each message, in order; an exception in it is logged."""
+
+        def run() -> None:
+            while not self._engine.closed:
+                try:
+                    msg = self.read_next(200)
+                except Timeout:
+                    continue
+                except MagnetarError:
+                    return
+                try:
+                    listener(self, msg)
+                except Exception:
+                    log.exception("reader_listener failed on %s", msg.message_id())
+
+        self._listener = threading.Thread(target=run, name="magnetar-reader-listener", daemon=True)
+        self._listener.start()
+
     def close(self) -> None:
         """Close the reader and remove its subscription (``client._reader``)."""
         self._runner.run(self._inner.close(), self._timeout_s * 2 + 1)
@@ -311,10 +335,16 @@ class Client:
 
     def create_reader(self, topic: str, start_message_id: MessageId, **options: Any) -> Reader:
         self._check()
+        listener = options.pop("reader_listener", None)
+        if listener is not None and not callable(listener):
+            raise InvalidConfiguration("reader_listener must be callable (reader, message)")
         inner = self._runner.run(
             self._inner.create_reader(topic, start_message_id, **options), self._timeout_s + 1
         )
-        return Reader(inner, self._runner, self._timeout_s)
+        reader = Reader(inner, self._runner, self._timeout_s)
+        if listener is not None:
+            reader._start_listener(listener)
+        return reader
 
     def close(self) -> None:
         if self._closed:

@@ -9,11 +9,9 @@ same either way).
 from __future__ import annotations
 
 import asyncio
-import datetime
 import inspect
 import logging
 import re
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +21,7 @@ from client._client_options import client_transport
 from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
+from client._factory_options import check_options, check_topic, pattern_topic, send_kwargs
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
@@ -50,74 +49,10 @@ from client.exceptions import (
 )
 from client.message import Message
 from client.policies import ConsumerDeadLetterPolicy
-from protos.errors import InvalidTopicNameError
 from protos.message_id import MessageId
 from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
-
-
-def check_topic(topic: Any) -> str:
-    if not isinstance(topic, str):
-        raise InvalidTopicName(f"a topic name must be a str, not {type(topic).__name__}")
-    try:
-        return TopicName.parse(topic).full_name
-    except InvalidTopicNameError as exc:
-        raise InvalidTopicName(str(exc)) from None
-
-
-def check_options(fn: str, opts: dict[str, Any], known: set[str]) -> None:
-    unknown = set(opts) - known
-    if unknown:
-        raise InvalidConfiguration(
-            f"{fn}() got unknown or not yet supported options: {', '.join(sorted(unknown))}"
-        )
-
-
-PRODUCER_OPTIONS = {
-    "producer_name",
-    "initial_sequence_id",
-    "send_timeout_millis",
-    "max_pending_messages",
-    "block_if_queue_full",
-    "batching_enabled",
-    "batching_max_messages",
-    "batching_max_allowed_size_in_bytes",
-    "batching_max_publish_delay_ms",
-    "access_mode",
-    "batching_type",
-    "compression_type",
-    "chunking_enabled",
-    "message_routing_mode",
-    "message_router",
-    "hashing_scheme",
-}
-CONSUMER_OPTIONS = {
-    "consumer_type",
-    "receiver_queue_size",
-    "consumer_name",
-    "initial_position",
-    "subscription_mode",
-    "priority_level",
-    "key_shared_policy",
-    "pattern_auto_discovery_period",
-    "regex_subscription_mode",
-    "negative_ack_redelivery_delay_ms",
-    "negative_ack_redelivery_backoff",
-    "unacked_messages_timeout_ms",
-    "ack_timeout_tick_time_ms",
-    "ack_timeout_redelivery_backoff",
-    "dead_letter_policy",
-    "batch_receive_policy",
-    "message_listener",
-    "retry_enable",
-    "batch_index_ack_enabled",
-    "max_pending_chunked_message",
-    "auto_ack_oldest_chunked_message_on_queue_full",
-    "expire_time_of_incomplete_chunked_message_ms",
-    "ack_grouping_time_ms",
-    "ack_grouping_max_size",
-}
 
 
 AnyProducerEngine = ProducerEngine | PartitionedProducerEngine
@@ -141,7 +76,7 @@ class Producer:
             else:
                 fut.set_result(mid)  # type: ignore[arg-type]
 
-        self._engine.enqueue(content, done, may_block=False, **_send_kwargs(kwargs))
+        self._engine.enqueue(content, done, may_block=False, **send_kwargs(kwargs))
         return fut
 
     async def flush(self) -> None:
@@ -161,44 +96,6 @@ class Producer:
 
     def is_connected(self) -> bool:
         return not self._engine.closed and self._engine.failure is None
-
-
-def _send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    allowed = {
-        "properties",
-        "partition_key",
-        "ordering_key",
-        "sequence_id",
-        "event_timestamp",
-        "deliver_at",
-        "deliver_after",
-    }
-    unknown = set(kwargs) - allowed
-    if unknown:
-        raise InvalidConfiguration(
-            f"send() got unknown or not yet supported arguments: {', '.join(sorted(unknown))}"
-        )
-    out = dict(kwargs)
-    props = out.get("properties")
-    if props is not None and (
-        not isinstance(props, dict)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
-    ):
-        raise InvalidConfiguration("properties must be a dict of str to str")
-    okey = out.get("ordering_key")
-    if isinstance(okey, str):
-        out["ordering_key"] = okey.encode()
-    after = out.pop("deliver_after", None)
-    if after is not None:
-        if not isinstance(after, datetime.timedelta):
-            raise InvalidConfiguration(f"deliver_after must be a timedelta, not {after!r}")
-        if out.get("deliver_at") is not None:
-            raise InvalidConfiguration("give deliver_at or deliver_after, not both")
-        out["deliver_at"] = int(time.time() * 1000 + after.total_seconds() * 1000)
-    at = out.get("deliver_at")
-    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or at < 0):
-        raise InvalidConfiguration(f"deliver_at must be epoch milliseconds (int >= 0), not {at!r}")
-    return out
 
 
 class Consumer:
@@ -330,6 +227,9 @@ class Reader:
     def topic(self) -> str:
         return self._engine.topic
 
+    def is_connected(self) -> bool:
+        return not self._engine.closed and self._engine.failure is None
+
     async def close(self) -> None:
         await close_reader(self._engine, self._timeout_s)
 
@@ -367,8 +267,10 @@ class Client:
         return await self._pool().lookup(topic)
 
     async def create_producer(self, topic: str, **options: Any) -> Producer:
-        check_options("create_producer", options, PRODUCER_OPTIONS)
+        options = check_options("create_producer", options)
         name = check_topic(topic)
+        if options.get("chunking_enabled") and "batching_enabled" not in options:
+            options["batching_enabled"] = False  # chunking alone: as the official client
         opts = ProducerOptions(**options)
         if opts.chunking_enabled and not TopicName.parse(name).is_persistent:
             raise InvalidConfiguration("chunking_enabled is for persistent topics only")
@@ -397,9 +299,10 @@ class Client:
     ) -> Consumer:
         """Subscribe to a topic (all partitions of a partitioned one), a list of
         topics, or the topics of one namespace matching a compiled pattern."""
-        check_options("subscribe", options, CONSUMER_OPTIONS)
+        options = check_options("subscribe", options)
         if not isinstance(subscription_name, str) or not subscription_name:
             raise InvalidConfiguration("subscription_name must be a non-empty str")
+        topic = pattern_topic(topic, options.pop("is_pattern_topic", False))
         listener = options.pop("message_listener", None)
         if listener is not None and not callable(listener):
             raise InvalidConfiguration("message_listener must be callable (consumer, message)")
@@ -469,19 +372,19 @@ class Client:
         name = check_topic(topic)
         policy = opts.dead_letter_policy
         retry_topic = check_topic(
-            (policy.retry_letter_topic() if policy else None)
+            (policy.retry_letter_topic if policy else None)
             or default_retry_letter_topic(name, subscription_name)
         )
-        dead_topic = (policy.dead_letter_topic() if policy else None) or default_dead_letter_topic(
+        dead_topic = (policy.dead_letter_topic if policy else None) or default_dead_letter_topic(
             name, subscription_name
         )
-        max_times = policy.max_redeliver_count() if policy else DEFAULT_MAX_RECONSUME_TIMES
+        max_times = policy.max_redeliver_count if policy else DEFAULT_MAX_RECONSUME_TIMES
         # Both topics dead-letter to the main topic's DLQ.
         opts.dead_letter_policy = ConsumerDeadLetterPolicy(
             max_times,
             dead_letter_topic=dead_topic,
             retry_letter_topic=retry_topic,
-            initial_subscription_name=policy.initial_subscription_name() if policy else None,
+            initial_subscription_name=policy.initial_subscription_name if policy else None,
         )
         loop = asyncio.get_running_loop()
         multi = MultiConsumerEngine(
@@ -516,18 +419,15 @@ class Client:
         self._consumers.append(multi)
 
     async def create_reader(
-        self,
-        topic: str,
-        start_message_id: MessageId,
-        receiver_queue_size: int = 1000,
-        reader_name: str | None = None,
-        start_message_id_inclusive: bool = False,
-        **options: Any,
+        self, topic: str, start_message_id: MessageId, **options: Any
     ) -> Reader:
-        if options:
+        """A non-durable exclusive subscription from ``start_message_id``
+        (named ``<subscription_role_prefix>-reader-<random>``, as Pulsar)."""
+        options = check_options("create_reader", options)
+        if options.pop("reader_listener", None) is not None:
             raise InvalidConfiguration(
-                f"create_reader got unknown options {sorted(options)}; known: topic, "
-                "start_message_id, receiver_queue_size, reader_name, start_message_id_inclusive"
+                "reader_listener is for the sync Client (as in the official client); "
+                "await read_next() here"
             )
         if not isinstance(start_message_id, MessageId):
             raise InvalidConfiguration(
@@ -535,15 +435,25 @@ class Client:
                 f"not {start_message_id!r}"
             )
         name = check_topic(topic)
+        prefix = options.pop("subscription_role_prefix", None)
+        if prefix is not None and (not isinstance(prefix, str) or not prefix):
+            raise InvalidConfiguration(
+                f"subscription_role_prefix must be a non-empty str, not {prefix!r}"
+            )
         opts = ConsumerOptions(
             consumer_type=ConsumerType.Exclusive,
-            receiver_queue_size=receiver_queue_size,
-            consumer_name=reader_name,
+            receiver_queue_size=options.pop("receiver_queue_size", 1000),
+            consumer_name=options.pop("reader_name", None),
             subscription_mode=SubscriptionMode.NonDurable,
             start_message_id=start_message_id,
-            start_message_id_inclusive=bool(start_message_id_inclusive),
+            start_message_id_inclusive=bool(options.pop("start_message_id_inclusive", False)),
+            **options,
         )
-        subscription = f"reader-{uuid.uuid4().hex[:10]}"
+        subscription = (
+            f"{prefix}-reader-{uuid.uuid4().hex[:10]}"
+            if prefix
+            else f"reader-{uuid.uuid4().hex[:10]}"
+        )
         service = self._pool()
         loop = asyncio.get_running_loop()
         timeout = self._operation_timeout_s

@@ -6,6 +6,10 @@ producer per consumer, named ``<topic>-<subscription>-<consumer>-<random>-DLQ``,
 created on first use) with its payload, key and properties plus
 ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``, and only then acknowledged. If the
 publish fails the message stays unacknowledged and comes back later.
+
+As in Pulsar, the policy's ``initial_subscription_name`` is created on the
+dead letter topic when that producer is created, before its first send, so
+the subscription holds every dead letter (the hook ``before_first_use``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from client._producer import ProducerEngine
@@ -45,11 +50,13 @@ class DeadLetterPublisher:
         loop: asyncio.AbstractEventLoop,
         topic: str,
         producer_name: str,
+        before_first_use: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.resolver = resolver
         self.loop = loop
         self.topic = topic
         self.producer_name = producer_name
+        self._before_first_use = before_first_use
         self._producer: ProducerEngine | None = None
         self._lock = asyncio.Lock()
 
@@ -62,6 +69,7 @@ class DeadLetterPublisher:
         subscription: str,
         consumer_name: str,
         dead_letter_topic: str | None,
+        before_first_use: Callable[[str], Awaitable[None]] | None = None,
     ) -> DeadLetterPublisher:
         name = f"{topic}-{subscription}-{consumer_name}-{uuid.uuid4().hex[:5]}-DLQ"
         return cls(
@@ -69,11 +77,14 @@ class DeadLetterPublisher:
             loop,
             dead_letter_topic or default_dead_letter_topic(topic, subscription),
             name,
+            before_first_use,
         )
 
     async def _ready(self) -> ProducerEngine:
         async with self._lock:
             if self._producer is None:
+                if self._before_first_use is not None:
+                    await self._before_first_use(self.topic)
                 producer = ProducerEngine(
                     await self.resolver(self.topic),
                     self.topic,
@@ -117,7 +128,7 @@ class DeadLetterPublisher:
                 done,
                 properties=props,
                 partition_key=m.partition_key() or None,
-                ordering_key=m.ordering_key() or None,
+                ordering_key=m.ordering_key().encode("utf-8", "surrogateescape") or None,
                 event_timestamp=m.event_timestamp() or None,
                 deliver_at=deliver_at,
                 may_block=False,

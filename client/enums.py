@@ -98,9 +98,9 @@ class KeySharedMode(IntEnum):
 
 
 class RegexSubscriptionMode(IntEnum):
-    PersistentOnly = 1
-    NonPersistentOnly = 2
-    AllTopics = 3
+    PersistentOnly = 0
+    NonPersistentOnly = 1
+    AllTopics = 2
 
 
 class HashingScheme(IntEnum):
@@ -111,3 +111,12 @@ class HashingScheme(IntEnum):
 class SubscriptionMode(Enum):
     Durable = "Durable"
     NonDurable = "NonDurable"
+
+
+class ConsumerCryptoFailureAction(IntEnum):
+    """The official client's enum; only FAIL (its default) is accepted, as
+    Magnetar has no end-to-end encryption."""
+
+    FAIL = 0
+    DISCARD = 1
+    CONSUME = 2

@@ -159,6 +159,54 @@ class Interrupted(MagnetarError):
     result = Result.Interrupted
 
 
+class ErrorGettingAuthenticationData(MagnetarError):
+    result = Result.ErrorGettingAuthenticationData
+
+
+class ConsumerNotInitialized(MagnetarError):
+    result = Result.ConsumerNotInitialized
+
+
+class ProducerNotInitialized(MagnetarError):
+    result = Result.ProducerNotInitialized
+
+
+class TooManyLookupRequestException(MagnetarError):
+    result = Result.TooManyLookupRequestException
+
+
+class UnsupportedVersionError(MagnetarError):
+    result = Result.UnsupportedVersionError
+
+
+class CryptoError(MagnetarError):
+    result = Result.CryptoError
+
+
+class TransactionCoordinatorNotFoundError(MagnetarError):
+    result = Result.TransactionCoordinatorNotFoundError
+
+
+class InvalidTxnStatusError(MagnetarError):
+    result = Result.InvalidTxnStatusError
+
+
+class TransactionConflict(MagnetarError):
+    result = Result.TransactionConflict
+
+
+class TransactionNotFound(MagnetarError):
+    result = Result.TransactionNotFound
+
+
+class MemoryBufferIsFull(MagnetarError):
+    result = Result.MemoryBufferIsFull
+
+
+# The official client's name of the base class.
+PulsarException = MagnetarError
+
+
 class AdminError(MagnetarError):
     """What the admin API answers beyond the client's results (pulsar-admin's
     HTTP statuses 404, 409 and 412); the base of the three below."""

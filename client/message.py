@@ -26,6 +26,7 @@ class Message:
         "_data",
         "_event_time",
         "_id",
+        "_null_value",
         "_ordering_key",
         "_partition_key",
         "_producer",
@@ -50,6 +51,7 @@ class Message:
         redelivery_count: int,
         schema_version: bytes,
         batch: BatchAckTracker | None,
+        null_value: bool = False,
     ) -> None:
         self._data = data
         self._id = message_id
@@ -63,6 +65,7 @@ class Message:
         self._redelivery = redelivery_count
         self._schema_version = schema_version
         self._batch = batch
+        self._null_value = null_value
         # A message reassembled from chunks: the positions of all its chunks.
         self._chunks: list[tuple[int, int]] | None = None
 
@@ -79,8 +82,16 @@ class Message:
     def partition_key(self) -> str:
         return self._partition_key or ""
 
-    def ordering_key(self) -> bytes:
-        return self._ordering_key or b""
+    def ordering_key(self) -> str:
+        """A str, as in the official client (bytes that are not UTF-8 come
+        back unchanged through ``encode("utf-8", "surrogateescape")``)."""
+        key = self._ordering_key
+        return key.decode("utf-8", "surrogateescape") if key else ""
+
+    def has_null_value(self) -> bool:
+        """A tombstone: sent as ``send(None)`` (removes its key from a
+        compacted topic)."""
+        return self._null_value
 
     def publish_timestamp(self) -> int:
         return self._publish_time
@@ -175,7 +186,7 @@ def unpack_split(
         return [
             Message(
                 bytes(payload),
-                MessageId(ledger_id, entry_id, partition, -1, topic=topic),
+                MessageId(partition, ledger_id, entry_id, -1, topic=topic),
                 topic,
                 _props(meta.properties),
                 meta.partition_key if meta.HasField("partition_key") else None,
@@ -186,6 +197,7 @@ def unpack_split(
                 redelivery_count,
                 meta.schema_version,
                 None,
+                meta.null_value,
             )
         ]
     count = meta.num_messages_in_batch
@@ -195,7 +207,7 @@ def unpack_split(
         out.append(
             Message(
                 data,
-                MessageId(ledger_id, entry_id, partition, i, topic=topic),
+                MessageId(partition, ledger_id, entry_id, i, topic=topic),
                 topic,
                 _props(smm.properties),
                 smm.partition_key if smm.HasField("partition_key") else None,
@@ -206,6 +218,7 @@ def unpack_split(
                 redelivery_count,
                 meta.schema_version,
                 tracker,
+                smm.null_value,
             )
         )
     return out
@@ -220,6 +233,7 @@ class PendingMessage:
         "callback",
         "deliver_at",
         "event_time",
+        "null_value",
         "ordering_key",
         "partition_key",
         "payload",
@@ -237,7 +251,9 @@ class PendingMessage:
         ordering_key: bytes | None = None,
         event_time: int = 0,
         deliver_at: int | None = None,
+        null_value: bool = False,
     ) -> None:
+        self.null_value = null_value
         self.deliver_at = deliver_at
         self.payload = payload
         self.sequence_id = sequence_id
@@ -294,6 +310,8 @@ def _set_message_fields(meta: common_pb2.MessageMetadata, m: PendingMessage) -> 
         meta.event_time = m.event_time
     if m.deliver_at is not None:
         meta.deliver_at_time = m.deliver_at
+    if m.null_value:
+        meta.null_value = True
 
 
 def _batch_payload(messages: list[PendingMessage]) -> bytes:
@@ -306,6 +324,7 @@ def _batch_payload(messages: list[PendingMessage]) -> bytes:
             or m.partition_key is not None
             or m.ordering_key is not None
             or m.event_time
+            or m.null_value
         ):
             head = _record_head(m)
         else:  # the common record (a size and a sequence id) reuses one message
@@ -329,6 +348,8 @@ def _record_head(m: PendingMessage) -> bytes:
         rec.partition_key = m.partition_key
     if m.ordering_key is not None:
         rec.ordering_key = m.ordering_key
+    if m.null_value:
+        rec.null_value = True
     return rec.SerializeToString()
 
 

@@ -46,12 +46,16 @@ class ConsumerKeySharedPolicy:
         self._allow_out_of_order = bool(allow_out_of_order_delivery)
         self._ranges = ranges
 
+    # Read-only properties, as the official client's policy wrappers have.
+    @property
     def key_shared_mode(self) -> KeySharedMode:
         return self._mode
 
+    @property
     def allow_out_of_order_delivery(self) -> bool:
         return self._allow_out_of_order
 
+    @property
     def sticky_ranges(self) -> list[tuple[int, int]]:
         return list(self._ranges)
 
@@ -107,46 +111,79 @@ class ConsumerBatchReceivePolicy:
         self._max_num_bytes = max_num_bytes
         self._timeout_ms = timeout_ms
 
+    @property
     def max_num_message(self) -> int:
         return self._max_num_message
 
+    @property
     def max_num_bytes(self) -> int:
         return self._max_num_bytes
 
+    @property
     def timeout_ms(self) -> int:
         return self._timeout_ms
 
 
 class ConsumerDeadLetterPolicy:
     """Messages redelivered more than ``max_redeliver_count`` times go to
-    ``dead_letter_topic`` (default ``<topic>-<subscription>-DLQ``);
-    ``reconsume_later`` uses ``retry_letter_topic`` (default
-    ``<topic>-<subscription>-RETRY``)."""
+    ``dead_letter_topic`` (default ``<topic>-<subscription>-DLQ``), where
+    ``initial_subscription_name``, when given, is created with the dead-letter
+    producer so nothing sent there is lost before anyone subscribes;
+    ``reconsume_later`` uses ``retry_letter_topic`` (keyword only, **added**:
+    default ``<topic>-<subscription>-RETRY``).
+
+    The official client's positional order; the getters are read-only
+    properties giving ``''`` where the default applies, as its are.
+    """
 
     def __init__(
         self,
         max_redeliver_count: int,
         dead_letter_topic: str | None = None,
-        retry_letter_topic: str | None = None,
         initial_subscription_name: str | None = None,
+        *,
+        retry_letter_topic: str | None = None,
     ) -> None:
-        if not isinstance(max_redeliver_count, int) or max_redeliver_count < 1:
+        if (
+            not isinstance(max_redeliver_count, int)
+            or isinstance(max_redeliver_count, bool)
+            or max_redeliver_count < 1
+        ):
             raise InvalidConfiguration(
                 f"max_redeliver_count is {max_redeliver_count!r}; it must be an int >= 1"
             )
+        for name, value in (
+            ("dead_letter_topic", dead_letter_topic),
+            ("initial_subscription_name", initial_subscription_name),
+            ("retry_letter_topic", retry_letter_topic),
+        ):
+            if value is not None and not isinstance(value, str):
+                raise InvalidConfiguration(
+                    f"{name} is {value!r}; it must be a str (or None for the default)"
+                )
         self._max = max_redeliver_count
-        self._dlq = dead_letter_topic
-        self._retry = retry_letter_topic
-        self._initial = initial_subscription_name
+        self._dlq = dead_letter_topic or ""
+        self._retry = retry_letter_topic or ""
+        self._initial = initial_subscription_name or ""
 
+    @property
     def max_redeliver_count(self) -> int:
         return self._max
 
-    def dead_letter_topic(self) -> str | None:
+    @property
+    def dead_letter_topic(self) -> str:
         return self._dlq
 
-    def retry_letter_topic(self) -> str | None:
+    @property
+    def retry_letter_topic(self) -> str:
         return self._retry
 
-    def initial_subscription_name(self) -> str | None:
+    @property
+    def initial_subscription_name(self) -> str:
         return self._initial
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerDeadLetterPolicy({self._max}, {self._dlq!r}, {self._initial!r}, "
+            f"retry_letter_topic={self._retry!r})"
+        )

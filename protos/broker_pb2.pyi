@@ -60,6 +60,24 @@ STICKY: KeySharedMode
 INDIVIDUAL: AckType
 CUMULATIVE: AckType
 
+class GetSchemaRequest(_message.Message):
+    __slots__ = ("topic", "version")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    version: int
+    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetSchemaResponse(_message.Message):
+    __slots__ = ("error", "schema", "version")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    schema: _common_pb2.SchemaData
+    version: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., schema: _Optional[_Union[_common_pb2.SchemaData, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
 class LookupRequest(_message.Message):
     __slots__ = ("topic", "authoritative")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -117,16 +135,18 @@ class TopicsOfNamespace(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateProducer(_message.Message):
-    __slots__ = ("topic", "producer_name", "properties", "access_mode")
+    __slots__ = ("topic", "producer_name", "properties", "access_mode", "schema")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     ACCESS_MODE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     topic: str
     producer_name: str
     properties: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
     access_mode: ProducerAccessMode
-    def __init__(self, topic: _Optional[str] = ..., producer_name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., access_mode: _Optional[_Union[ProducerAccessMode, str]] = ...) -> None: ...
+    schema: _common_pb2.SchemaData
+    def __init__(self, topic: _Optional[str] = ..., producer_name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., access_mode: _Optional[_Union[ProducerAccessMode, str]] = ..., schema: _Optional[_Union[_common_pb2.SchemaData, _Mapping]] = ...) -> None: ...
 
 class SendEntries(_message.Message):
     __slots__ = ("sequence_ids", "num_messages", "entries")
@@ -153,16 +173,18 @@ class ProducerRequest(_message.Message):
     def __init__(self, create: _Optional[_Union[CreateProducer, _Mapping]] = ..., send: _Optional[_Union[SendEntries, _Mapping]] = ..., close: _Optional[_Union[CloseProducer, _Mapping]] = ...) -> None: ...
 
 class ProducerCreated(_message.Message):
-    __slots__ = ("producer_name", "last_sequence_id", "max_message_size", "topic")
+    __slots__ = ("producer_name", "last_sequence_id", "max_message_size", "topic", "schema_version")
     PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     producer_name: str
     last_sequence_id: int
     max_message_size: int
     topic: str
-    def __init__(self, producer_name: _Optional[str] = ..., last_sequence_id: _Optional[int] = ..., max_message_size: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
+    schema_version: bytes
+    def __init__(self, producer_name: _Optional[str] = ..., last_sequence_id: _Optional[int] = ..., max_message_size: _Optional[int] = ..., topic: _Optional[str] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
 
 class SendReceipts(_message.Message):
     __slots__ = ("sequence_ids", "ledger_ids", "entry_ids")
@@ -195,7 +217,7 @@ class ProducerResponse(_message.Message):
     def __init__(self, created: _Optional[_Union[ProducerCreated, _Mapping]] = ..., receipts: _Optional[_Union[SendReceipts, _Mapping]] = ..., send_error: _Optional[_Union[SendError, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class Subscribe(_message.Message):
-    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive", "key_shared")
+    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive", "key_shared", "properties", "schema")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SUB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +228,8 @@ class Subscribe(_message.Message):
     START_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     START_MESSAGE_ID_INCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     KEY_SHARED_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscription: str
     sub_type: SubType
@@ -216,7 +240,9 @@ class Subscribe(_message.Message):
     start_message_id: _common_pb2.MessageIdData
     start_message_id_inclusive: bool
     key_shared: KeySharedMeta
-    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ..., key_shared: _Optional[_Union[KeySharedMeta, _Mapping]] = ...) -> None: ...
+    properties: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
+    schema: _common_pb2.SchemaData
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ..., key_shared: _Optional[_Union[KeySharedMeta, _Mapping]] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., schema: _Optional[_Union[_common_pb2.SchemaData, _Mapping]] = ...) -> None: ...
 
 class KeySharedMeta(_message.Message):
     __slots__ = ("mode", "allow_out_of_order_delivery", "range_starts", "range_ends")
@@ -285,12 +311,14 @@ class ConsumerRequest(_message.Message):
     def __init__(self, subscribe: _Optional[_Union[Subscribe, _Mapping]] = ..., flow: _Optional[_Union[Flow, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., close: _Optional[_Union[CloseConsumer, _Mapping]] = ..., redeliver: _Optional[_Union[RedeliverUnacknowledged, _Mapping]] = ..., unsubscribe: _Optional[_Union[Unsubscribe, _Mapping]] = ..., seek: _Optional[_Union[Seek, _Mapping]] = ..., get_last_message_id: _Optional[_Union[GetLastMessageId, _Mapping]] = ...) -> None: ...
 
 class Seek(_message.Message):
-    __slots__ = ("message_id", "publish_time_ms")
+    __slots__ = ("message_id", "publish_time_ms", "inclusive")
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    INCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     message_id: _common_pb2.MessageIdData
     publish_time_ms: int
-    def __init__(self, message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., publish_time_ms: _Optional[int] = ...) -> None: ...
+    inclusive: bool
+    def __init__(self, message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., publish_time_ms: _Optional[int] = ..., inclusive: _Optional[bool] = ...) -> None: ...
 
 class GetLastMessageId(_message.Message):
     __slots__ = ()
@@ -309,12 +337,14 @@ class Unsubscribe(_message.Message):
     def __init__(self) -> None: ...
 
 class Subscribed(_message.Message):
-    __slots__ = ("consumer_name", "topic")
+    __slots__ = ("consumer_name", "topic", "schema_version")
     CONSUMER_NAME_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     consumer_name: str
     topic: str
-    def __init__(self, consumer_name: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+    schema_version: bytes
+    def __init__(self, consumer_name: _Optional[str] = ..., topic: _Optional[str] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
 
 class Deliveries(_message.Message):
     __slots__ = ("ledger_ids", "entry_ids", "redelivery_counts", "entries", "acked_batch_indexes")

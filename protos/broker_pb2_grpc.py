@@ -59,6 +59,11 @@ class BrokerStub:
                 request_serializer=protos_dot_broker__pb2.LookupRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.LookupResponse.FromString,
                 _registered_method=True)
+        self.GetSchema = channel.unary_unary(
+                '/magnetar.Broker/GetSchema',
+                request_serializer=protos_dot_broker__pb2.GetSchemaRequest.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.GetSchemaResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -99,6 +104,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSchema(self, request, context):
+        """A topic's schema at a version (-1: the latest live one); consumers
+        fetch the writer's schema of a message written under another version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +139,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Lookup,
                     request_deserializer=protos_dot_broker__pb2.LookupRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.LookupResponse.SerializeToString,
+            ),
+            'GetSchema': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchema,
+                    request_deserializer=protos_dot_broker__pb2.GetSchemaRequest.FromString,
+                    response_serializer=protos_dot_broker__pb2.GetSchemaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +281,33 @@ class Broker:
             '/magnetar.Broker/Lookup',
             protos_dot_broker__pb2.LookupRequest.SerializeToString,
             protos_dot_broker__pb2.LookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchema(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Broker/GetSchema',
+            protos_dot_broker__pb2.GetSchemaRequest.SerializeToString,
+            protos_dot_broker__pb2.GetSchemaResponse.FromString,
             options,
             channel_credentials,
             insecure,

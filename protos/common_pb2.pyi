@@ -46,6 +46,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PRECONDITION_FAILED: _ClassVar[ErrorCode]
     PRODUCER_BLOCKED_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
     TOPIC_TERMINATED: _ClassVar[ErrorCode]
+    INCOMPATIBLE_SCHEMA: _ClassVar[ErrorCode]
 
 class CompressionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -91,6 +92,7 @@ CONFLICT: ErrorCode
 PRECONDITION_FAILED: ErrorCode
 PRODUCER_BLOCKED_QUOTA_EXCEEDED: ErrorCode
 TOPIC_TERMINATED: ErrorCode
+INCOMPATIBLE_SCHEMA: ErrorCode
 NONE: CompressionType
 LZ4: CompressionType
 ZLIB: CompressionType
@@ -106,6 +108,18 @@ class Error(_message.Message):
     message: str
     leader: str
     def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
+
+class SchemaData(_message.Message):
+    __slots__ = ("type", "name", "schema", "properties")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    type: int
+    name: str
+    schema: bytes
+    properties: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, type: _Optional[int] = ..., name: _Optional[str] = ..., schema: _Optional[bytes] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
 
 class KeyValue(_message.Message):
     __slots__ = ("key", "value")

@@ -57,17 +57,34 @@ class MessageId:
 
     def __init__(
         self,
-        ledger_id: int,
-        entry_id: int,
         partition: int = -1,
+        ledger_id: int = -1,
+        entry_id: int = -1,
         batch_index: int = -1,
         *,
         topic: str | None = None,
     ) -> None:
+        # The official client's argument order (partition first), so a
+        # positional call means the same thing in both; str() prints
+        # (ledger,entry,partition,batch) as it does.
         self._key = (int(ledger_id), int(entry_id), int(partition), int(batch_index))
         # The topic a consumer received it from (routes acks of multi-topic
         # consumers); not part of equality or of serialize().
         self._topic = topic
+
+    @classmethod
+    def from_data(cls, data: common_pb2.MessageIdData, topic: str | None = None) -> MessageId:
+        ledger_id, entry_id, partition, batch_index = id_fields(data)
+        return cls(partition, ledger_id, entry_id, batch_index, topic=topic)
+
+    @classmethod
+    def wrap(cls, msg_id: MessageId) -> MessageId:
+        """The official client's wrapper constructor; here there is one type."""
+        if not isinstance(msg_id, MessageId):
+            raise InvalidArgumentError(
+                f"MessageId.wrap takes a MessageId, not {type(msg_id).__name__}"
+            )
+        return msg_id
 
     def topic_name(self) -> str | None:
         return self._topic
@@ -93,7 +110,7 @@ class MessageId:
         return id_data(*self._key).SerializeToString()
 
     @classmethod
-    def deserialize(cls, data: bytes) -> MessageId:
+    def deserialize(cls, data: bytes, topic: str | None = None) -> MessageId:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InvalidArgumentError(
                 f"MessageId.deserialize takes bytes, not {type(data).__name__}"
@@ -103,7 +120,7 @@ class MessageId:
             msg.ParseFromString(bytes(data))
         except Exception as exc:  # protobuf raises DecodeError and friends
             raise InvalidArgumentError(f"not a serialized MessageId: {exc}") from None
-        return cls(*id_fields(msg))
+        return cls.from_data(msg, topic)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MessageId) and self._key == other._key
@@ -127,8 +144,12 @@ class MessageId:
         return "({},{},{},{})".format(*self._key)
 
     def __repr__(self) -> str:
-        return "MessageId({}, {}, {}, {})".format(*self._key)
+        ledger_id, entry_id, partition, batch_index = self._key
+        return (
+            f"MessageId(partition={partition}, ledger_id={ledger_id}, "
+            f"entry_id={entry_id}, batch_index={batch_index})"
+        )
 
 
-MessageId.earliest = MessageId(-1, -1)
-MessageId.latest = MessageId(_INT64_MAX, _INT64_MAX)
+MessageId.earliest = MessageId(ledger_id=-1, entry_id=-1)
+MessageId.latest = MessageId(ledger_id=_INT64_MAX, entry_id=_INT64_MAX)

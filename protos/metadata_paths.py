@@ -27,6 +27,7 @@ topics are :class:`~protos.topic_name.TopicName` values.
     /loadbalance/bundle-data/{tenant}/{ns}/{bundle}          a bundle's long-term load
     /dedup/{tenant}/{ns}/{domain}/{topic}                    deduplication snapshot
     /terminated/{tenant}/{ns}/{domain}/{topic}               a terminated topic's last position
+    /schemas/{tenant}/{ns}/{domain}/{topic}/{version}        a topic's schema versions
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ BROKER_LOADS = "/loadbalance/brokers/"
 BUNDLE_DATA = "/loadbalance/bundle-data/"
 DEDUP = "/dedup"
 TERMINATED = "/terminated"
+SCHEMAS = "/schemas"
 
 
 def tenant(name: str) -> str:
@@ -163,3 +165,14 @@ def dedup_snapshot(name: TopicName) -> str:
 
 def terminated(name: TopicName) -> str:
     return f"{TERMINATED}/{name.persistence_path}"
+
+
+def schemas(name: TopicName) -> str:
+    """The directory of a topic's schema versions; the partitions of a
+    partitioned topic share their topic's."""
+    return f"{SCHEMAS}/{name.partitioned_topic_name.persistence_path}"
+
+
+def schema_version(name: TopicName, version: int) -> str:
+    """One version (zero-padded, so the keys list in version order)."""
+    return f"{schemas(name)}/{version:010d}"

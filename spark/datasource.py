@@ -352,7 +352,7 @@ def read_range(opts: ReadOptions, rng: PartitionRange) -> Iterator[pa.RecordBatc
     """The messages of ``rng`` as record batches of at most ``batch_rows`` rows."""
     with Client(opts.service_url, operation_timeout_seconds=opts.operation_timeout_s) as client:
         start = (
-            MessageId(rng.reader_start[0], rng.reader_start[1], rng.partition)
+            MessageId(rng.partition, rng.reader_start[0], rng.reader_start[1])
             if rng.reader_start is not None
             else MessageId.earliest
         )

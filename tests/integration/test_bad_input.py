@@ -194,7 +194,7 @@ def test_receive_on_closed_consumer_and_use_after_close(cluster, topic):
 def test_wrong_options_are_refused(cluster, topic):
     with Client(cluster.service_url) as c:
         with pytest.raises(InvalidConfiguration, match="receiver_queue_size"):
-            c.subscribe(topic, "s", receiver_queue_size=0)
+            c.subscribe(topic, "s", receiver_queue_size=-1)
         with pytest.raises(InvalidConfiguration, match="no_such_option"):
             c.create_producer(topic, no_such_option=1)
         with pytest.raises(InvalidConfiguration, match="subscription_name"):

@@ -17,6 +17,7 @@ from client import (
     ConsumerType,
     InitialPosition,
     InvalidConfiguration,
+    MessageId,
     MessageTooBig,
     Timeout,
 )
@@ -121,7 +122,14 @@ def test_chunks_of_compressed_messages_and_of_interleaved_producers(small, topic
 def test_chunking_refusals(small, topic):
     with Client(small.service_url) as c:
         with pytest.raises(ValueError, match="batching"):
-            c.create_producer(topic, chunking_enabled=True)
+            c.create_producer(topic, chunking_enabled=True, batching_enabled=True)
+        # Chunking alone turns batching off, as in the official client.
+        alone = c.create_producer(topic, chunking_enabled=True)
+        big = os.urandom(MAX * 2)
+        mid = alone.send(big)
+        reader = c.create_reader(topic, MessageId.earliest)
+        got = reader.read_next(timeout_millis=10000)
+        assert got.data() == big and mid is not None
         with pytest.raises(InvalidConfiguration, match="persistent"):
             c.create_producer(
                 f"non-persistent://public/default/{topic}",

@@ -93,12 +93,18 @@ def test_consumer_seek_by_message_id_and_by_publish_time(cluster, topic):
         assert len(got) == 10
         last = consumer.get_last_message_id()
         assert last.position == second[-1].position
-        consumer.seek(first[2])  # the next message is this one, acknowledged or not
-        assert consumer.receive(timeout_millis=5000).data() == b"a2"
+        # Pulsar's rule: the seek target itself comes again only with
+        # start_message_id_inclusive; acknowledged or not, what follows does.
+        consumer.seek(first[2])
+        assert consumer.receive(timeout_millis=5000).data() == b"a3"
         consumer.seek(boundary)
         assert consumer.receive(timeout_millis=5000).data() == b"b0"
         consumer.seek(MessageId.earliest)
         assert consumer.receive(timeout_millis=5000).data() == b"a0"
+        consumer.close()
+        inclusive = c.subscribe(topic, "s", start_message_id_inclusive=True)
+        inclusive.seek(first[2])
+        assert inclusive.receive(timeout_millis=5000).data() == b"a2"
 
 
 def test_get_last_message_id_and_seek_on_a_shared_subscription(cluster, topic):
@@ -113,11 +119,11 @@ def test_get_last_message_id_and_seek_on_a_shared_subscription(cluster, topic):
             consumer.acknowledge(m)
         consumer.seek(ids[1])
         again = []
-        for _ in range(3):
+        for _ in range(2):
             m = consumer.receive(timeout_millis=5000)
             consumer.acknowledge(m)
             again.append(m.data())
-        assert sorted(again) == [b"m1", b"m2", b"m3"]
+        assert sorted(again) == [b"m2", b"m3"]
 
 
 def test_reader_seek(cluster, topic):
@@ -128,8 +134,12 @@ def test_reader_seek(cluster, topic):
         reader.seek(ids[3])
         # a seek reconnects the reader: give it more than the 1 s gap that
         # ends _read_all, then check nothing else follows
-        assert _read_all(reader, limit=3, timeout_ms=10000) == [b"m3", b"m4", b"m5"]
+        assert _read_all(reader, limit=2, timeout_ms=10000) == [b"m4", b"m5"]
         assert _read_all(reader) == []
+        inclusive = c.create_reader(topic, MessageId.earliest, start_message_id_inclusive=True)
+        assert _read_all(inclusive, limit=6)[-1] == b"m5"
+        inclusive.seek(ids[3])
+        assert _read_all(inclusive, limit=3, timeout_ms=10000) == [b"m3", b"m4", b"m5"]
 
 
 def test_create_reader_rejects_a_bad_start(cluster, topic):

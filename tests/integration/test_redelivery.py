@@ -153,8 +153,6 @@ def test_dead_letter_topic_after_max_redeliveries(cluster, topic, kind):
             negative_ack_redelivery_delay_ms=100,
             dead_letter_policy=policy,
         )
-        # The initial subscription exists before anything is dead-lettered.
-        assert "dlq-sub" in admin.topics.stats(dlq)["subscriptions"]
         p = c.create_producer(topic, batching_enabled=False)
         bad = p.send(b"poison", properties={"k": "v"}, partition_key="key-1")
         p.send(b"fine")
@@ -170,7 +168,9 @@ def test_dead_letter_topic_after_max_redeliveries(cluster, topic, kind):
             counts.append(m.redelivery_count())
             consumer.negative_acknowledge(m)
         assert counts == [0, 1, 2]  # the third redelivery went to the DLQ instead
-        dead = c.subscribe(dlq, "dlq-sub", initial_position=InitialPosition.Earliest)
+        # The initial subscription was made with the dead letter producer, before
+        # its first send: joining it from "latest" still finds the message.
+        dead = c.subscribe(dlq, "dlq-sub")
         m = dead.receive(timeout_millis=10000)
         assert m.data() == b"poison" and m.partition_key() == "key-1"
         props = m.properties()
@@ -199,12 +199,25 @@ def test_dead_letter_initial_subscription_fails_when_auto_creation_is_off(
         with pytest.raises(SubscriptionNotFound):
             _shared(c, topic)
         admin.topics.create_subscription(topic, "s", earliest=True)
-        policy = ConsumerDeadLetterPolicy(max_redeliver_count=1, initial_subscription_name="dlq")
-        with pytest.raises(SubscriptionNotFound):
-            _shared(c, topic, dead_letter_policy=policy)
-        consumer = _shared(c, topic)  # without the DLQ subscription it works
-        c.create_producer(topic).send(b"x")
-        assert consumer.receive(timeout_millis=5000).data() == b"x"
+        policy = ConsumerDeadLetterPolicy(1, None, "dlq")  # the official positional order
+        consumer = _shared(
+            c, topic, dead_letter_policy=policy, negative_ack_redelivery_delay_ms=100
+        )
+        c.create_producer(topic, batching_enabled=False).send(b"poison")
+        counts = []
+        for _ in range(2):
+            m = consumer.receive(timeout_millis=10000)
+            counts.append(m.redelivery_count())
+            consumer.negative_acknowledge(m)
+        assert counts == [0, 1]
+        # The dead letter producer cannot make its initial subscription, so the
+        # message is not dead-lettered, nor acknowledged, nor given to the
+        # application again: it is tried again after each nack delay.
+        with pytest.raises(Timeout):
+            consumer.receive(timeout_millis=3000)
+        assert admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 1
+        dlq = f"persistent://public/default/{topic}-s-DLQ"
+        assert "dlq" not in admin.topics.stats(dlq).get("subscriptions", {})
 
 
 def test_message_listener_pause_resume_and_batch_receive(cluster, topic):

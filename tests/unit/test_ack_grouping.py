@@ -122,7 +122,7 @@ def _batch_of(size: int, ledger_id: int = 1, entry_id: int = 5) -> list[Message]
     return [
         Message(
             b"",
-            MessageId(ledger_id, entry_id, -1, i),
+            MessageId(ledger_id=ledger_id, entry_id=entry_id, batch_index=i),
             "t",
             {},
             None,
@@ -156,6 +156,6 @@ def test_a_cumulative_ack_inside_a_batch_covers_the_entries_before_it():
 def test_ack_targets_are_messages_or_message_ids():
     batch = _batch_of(2)
     assert ack_target(batch[1], "acknowledge") == (batch[1].message_id(), batch[1]._batch)
-    assert cumulative_position(MessageId(3, 9, -1, 1)) == (3, 9)
+    assert cumulative_position(MessageId(ledger_id=3, entry_id=9, batch_index=1)) == (3, 9)
     with pytest.raises(TypeError, match="acknowledge takes a Message or MessageId, not str"):
         ack_target("1:2", "acknowledge")  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from client import (
     SubscriptionMode,
 )
 from client._consumer_options import ConsumerOptions, subscribe_request
-from client.aio import CONSUMER_OPTIONS
+from client._factory_options import CONSUMER_OPTIONS
 from protos import broker_pb2
 from protos.message_id import MessageId, id_fields
 
@@ -57,7 +57,7 @@ BAD_OPTIONS = [
     ({"pattern_auto_discovery_period": 0}, "pattern_auto_discovery_period is 0"),
     ({"regex_subscription_mode": "all"}, "regex_subscription_mode 'all' is not a"),
     ({"priority_level": -1}, "priority_level is -1; it must be an int >= 0"),
-    ({"receiver_queue_size": 0}, "receiver_queue_size is 0; it must be >= 1"),
+    ({"receiver_queue_size": -1}, "receiver_queue_size is -1; it must be an int >= 0"),
     ({"consumer_type": "Shared"}, "consumer_type 'Shared' is not a ConsumerType"),
     ({"key_shared_policy": "sticky"}, "key_shared_policy 'sticky' is not a"),
     (
@@ -90,9 +90,9 @@ def test_the_first_bad_option_in_concept_order_is_reported():
         bad.validate()
 
 
-def test_every_option_but_the_readers_start_is_accepted_by_subscribe():
+def test_every_option_but_the_readers_start_id_is_accepted_by_subscribe():
     fields = {f.name for f in dataclasses.fields(ConsumerOptions)}
-    assert fields - {"start_message_id", "start_message_id_inclusive"} <= CONSUMER_OPTIONS
+    assert fields - {"start_message_id"} <= CONSUMER_OPTIONS
 
 
 def test_the_subscribe_request_carries_the_options():
@@ -106,7 +106,9 @@ def test_the_subscribe_request_carries_the_options():
         ),
     )
     opts.validate()
-    req = subscribe_request(opts, "t", "s", "c", MessageId(4, 5, -1, 2), True).subscribe
+    req = subscribe_request(
+        opts, "t", "s", "c", MessageId(ledger_id=4, entry_id=5, batch_index=2), True
+    ).subscribe
     assert (req.topic, req.subscription, req.consumer_name) == ("t", "s", "c")
     assert req.sub_type == broker_pb2.KEY_SHARED and req.initial_position == broker_pb2.EARLIEST
     assert not req.durable and req.priority_level == 2

@@ -140,36 +140,70 @@ START_SKIP_STEPS = [
 
 
 def test_a_start_inside_a_batch_skips_its_entry_up_to_it():
-    skip = StartMessageSkip(MessageId(1, 5, -1, 1), inclusive=False)
+    skip = StartMessageSkip(MessageId(ledger_id=1, entry_id=5, batch_index=1), inclusive=False)
     for (entry_id, indexes), kept in START_SKIP_STEPS:
         assert _ids(skip.filter(_delivery(entry_id, indexes))) == kept, entry_id
 
 
 def test_inclusive_starts_seeks_and_entry_starts():
-    inclusive = StartMessageSkip(MessageId(1, 5, -1, 1), inclusive=True)
+    inclusive = StartMessageSkip(MessageId(ledger_id=1, entry_id=5, batch_index=1), inclusive=True)
     assert _ids(inclusive.filter(_delivery(5, range(3)))) == [(5, 1), (5, 2)]
-    whole_entry = StartMessageSkip(MessageId(1, 5), inclusive=False)  # not in a batch
+    whole_entry = StartMessageSkip(
+        MessageId(ledger_id=1, entry_id=5), inclusive=False
+    )  # not in a batch
     assert _ids(whole_entry.filter(_delivery(5, range(2)))) == [(5, 0), (5, 1)]
     earliest = StartMessageSkip(MessageId.earliest, inclusive=False)
     assert _ids(earliest.filter(_delivery(5, range(2)))) == [(5, 0), (5, 1)]
     seek = StartMessageSkip(None, inclusive=False)
-    seek.skip_to(MessageId(1, 5, -1, 2), inclusive=True)  # a seek: the target is next
+    seek.skip_to(
+        MessageId(ledger_id=1, entry_id=5, batch_index=2), inclusive=True
+    )  # a seek: the target is next
     assert _ids(seek.filter(_delivery(5, range(4)))) == [(5, 2), (5, 3)]
 
 
 # (last stored, last read, start, inclusive) -> something left to read
 UNREAD_TABLE = [
-    (MessageId(-1, -1), None, MessageId.earliest, False, False),  # an empty topic
-    (MessageId(1, 4), None, None, False, True),  # from the beginning
-    (MessageId(1, 4), None, MessageId.earliest, False, True),
-    (MessageId(1, 4), None, MessageId.latest, False, False),
-    (MessageId(1, 4), None, MessageId.latest, True, True),  # latest, inclusive: the last one
-    (MessageId(1, 4), None, MessageId(1, 4), False, False),
-    (MessageId(1, 4), None, MessageId(1, 4), True, True),
-    (MessageId(1, 4), None, MessageId(1, 4, -1, 2), False, True),  # inside a batch: its rest
-    (MessageId(1, 4), None, MessageId(1, 3), False, True),
-    (MessageId(1, 4), MessageId(1, 4, -1, 0), MessageId(1, 3), False, False),  # read it
-    (MessageId(1, 4), MessageId(1, 3), MessageId(1, 4), True, True),
+    (
+        MessageId(ledger_id=-1, entry_id=-1),
+        None,
+        MessageId.earliest,
+        False,
+        False,
+    ),  # an empty topic
+    (MessageId(ledger_id=1, entry_id=4), None, None, False, True),  # from the beginning
+    (MessageId(ledger_id=1, entry_id=4), None, MessageId.earliest, False, True),
+    (MessageId(ledger_id=1, entry_id=4), None, MessageId.latest, False, False),
+    (
+        MessageId(ledger_id=1, entry_id=4),
+        None,
+        MessageId.latest,
+        True,
+        True,
+    ),  # latest, inclusive: the last one
+    (MessageId(ledger_id=1, entry_id=4), None, MessageId(ledger_id=1, entry_id=4), False, False),
+    (MessageId(ledger_id=1, entry_id=4), None, MessageId(ledger_id=1, entry_id=4), True, True),
+    (
+        MessageId(ledger_id=1, entry_id=4),
+        None,
+        MessageId(ledger_id=1, entry_id=4, batch_index=2),
+        False,
+        True,
+    ),  # inside a batch: its rest
+    (MessageId(ledger_id=1, entry_id=4), None, MessageId(ledger_id=1, entry_id=3), False, True),
+    (
+        MessageId(ledger_id=1, entry_id=4),
+        MessageId(ledger_id=1, entry_id=4, batch_index=0),
+        MessageId(ledger_id=1, entry_id=3),
+        False,
+        False,
+    ),  # read it
+    (
+        MessageId(ledger_id=1, entry_id=4),
+        MessageId(ledger_id=1, entry_id=3),
+        MessageId(ledger_id=1, entry_id=4),
+        True,
+        True,
+    ),
 ]
 
 

@@ -21,7 +21,7 @@ DEFAULTS = {
 
 # One bad option at a time -> (the error, the start of its message).
 BAD_OPTIONS = [
-    ({"chunking_enabled": True}, ValueError, "chunking_enabled needs batching_enabled=False"),
+    ({"chunking_enabled": True}, ValueError, "chunking_enabled with batching_enabled=True"),
     ({"compression_type": "lz4"}, InvalidConfiguration, "compression_type 'lz4' is not a"),
     ({"message_router": 3}, InvalidConfiguration, "message_router must be callable"),
     ({"message_routing_mode": 1}, InvalidConfiguration, "message_routing_mode 1 is not a"),

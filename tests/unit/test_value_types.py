@@ -62,27 +62,27 @@ def test_partitions():
 
 def test_message_id_order_and_serialization():
     ids = [
-        MessageId(2, 0),
-        MessageId(1, 5, -1, 1),
-        MessageId(1, 5),
-        MessageId(1, 5, -1, 0),
-        MessageId(1, 4),
+        MessageId(ledger_id=2, entry_id=0),
+        MessageId(ledger_id=1, entry_id=5, batch_index=1),
+        MessageId(ledger_id=1, entry_id=5),
+        MessageId(ledger_id=1, entry_id=5, batch_index=0),
+        MessageId(ledger_id=1, entry_id=4),
     ]
     assert sorted(ids) == [
-        MessageId(1, 4),
-        MessageId(1, 5),
-        MessageId(1, 5, -1, 0),
-        MessageId(1, 5, -1, 1),
-        MessageId(2, 0),
+        MessageId(ledger_id=1, entry_id=4),
+        MessageId(ledger_id=1, entry_id=5),
+        MessageId(ledger_id=1, entry_id=5, batch_index=0),
+        MessageId(ledger_id=1, entry_id=5, batch_index=1),
+        MessageId(ledger_id=2, entry_id=0),
     ]
     for mid in [*ids, MessageId.earliest, MessageId.latest]:
         back = MessageId.deserialize(mid.serialize())
         assert back == mid and hash(back) == hash(mid)
-    assert MessageId.earliest < MessageId(0, 0) < MessageId.latest
-    m = MessageId(7, 8, 2, 3)
+    assert MessageId.earliest < MessageId(ledger_id=0, entry_id=0) < MessageId.latest
+    m = MessageId(ledger_id=7, entry_id=8, partition=2, batch_index=3)
     assert (m.ledger_id(), m.entry_id(), m.partition(), m.batch_index()) == (7, 8, 2, 3)
     assert str(m) == "(7,8,2,3)"
-    assert len({MessageId(1, 1), MessageId(1, 1)}) == 1
+    assert len({MessageId(ledger_id=1, entry_id=1), MessageId(ledger_id=1, entry_id=1)}) == 1
 
 
 def test_message_id_deserialize_garbage_is_a_typed_error():

@@ -110,7 +110,12 @@ def test_message_id_data_reads_back_signed_with_absent_fields_as_minus_one():
     assert id_fields(common_pb2.MessageIdData.FromString(b"\x08\x01\x10\x02")) == (1, 2, -1, -1)
     earliest = common_pb2.MessageIdData.FromString(b"\x08" + MINUS_ONE + b"\x10" + MINUS_ONE)
     assert id_fields(earliest) == (-1, -1, -1, -1)
-    for mid in (MessageId(7, 8, 0, 0), MessageId(7, 8), MessageId.earliest, MessageId.latest):
+    for mid in (
+        MessageId(ledger_id=7, entry_id=8, partition=0, batch_index=0),
+        MessageId(ledger_id=7, entry_id=8),
+        MessageId.earliest,
+        MessageId.latest,
+    ):
         assert MessageId.deserialize(mid.serialize()) == mid
 
 
