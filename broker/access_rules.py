@@ -60,6 +60,7 @@ RPC_RULES: dict[str, Rule] = {
     "Broker/Consume": Rule(Need.CONSUME, _consumer),
     "Broker/Lookup": Rule(Need.LOOKUP, _topic),
     "Broker/GetPartitionedTopicMetadata": Rule(Need.LOOKUP, _topic),
+    "Broker/GetSchema": Rule(Need.LOOKUP, _topic),
     "Broker/GetTopicsOfNamespace": Rule(Need.NAMESPACE_LOOKUP, _namespace),
     "BrokerAdmin/KeySharedLookup": Rule(Need.CONSUME, _subscription),
     "BrokerAdmin/CreatePartitionedTopic": Rule(Need.TENANT_ADMIN, _topic),

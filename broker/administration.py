@@ -30,6 +30,7 @@ from broker.peer_brokers import PeerBrokers
 from broker.permission_admin import PermissionAdministration
 from broker.policy_admin import PolicyAdministration
 from broker.policy_values import read_bool
+from broker.schema_admin import SchemaAdministration
 from broker.stats import key_shared_lookup_of, sum_stats, topic_stats
 from broker.tenants import check_deletable as check_tenant_deletable
 from broker.tenants import parse_tenant
@@ -70,6 +71,7 @@ class Administration:
         cursors = TopicAdministration(topics)
         grants = PermissionAdministration(namespaces)
         bookies = BookieAdministration(namespaces.metastore)
+        schemas = SchemaAdministration(topics.schemas, namespaces)
         self.operations: dict[str, Operation] = {
             "tenants.list": p.tenants_list,
             "tenants.get": p.tenants_get,
@@ -110,6 +112,9 @@ class Administration:
             "topics.expire-messages-all-subscriptions": (
                 self.topics_expire_messages_all_subscriptions
             ),
+            "schemas.get": schemas.get,
+            "schemas.upload": schemas.upload,
+            "schemas.delete": schemas.delete,
             "bookies.list": bookies.list,
             "bookies.decommission": bookies.decommission,
             "bookies.recover": bookies.recover,

@@ -49,6 +49,7 @@ class Consumer:
     # judged again when its grants change (broker/authorizer.py).
     role: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)  # its properties
+    schema_version: int | None = None  # its schema's registered version, if any
 
     def grant(self, permits: int) -> None:
         """The client can take ``permits`` more messages."""

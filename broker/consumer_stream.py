@@ -30,6 +30,7 @@ from protos import broker_pb2, common_pb2
 from protos.access import CALLER_ROLE
 from protos.errors import error, error_of
 from protos.message_id import MessageId, id_data
+from protos.schema_info import encode_version, from_data
 from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,13 @@ class ConsumerStream:
             return
         yield broker_pb2.ConsumerResponse(
             subscribed=broker_pb2.Subscribed(
-                consumer_name=consumer.name, topic=topic.name.full_name
+                consumer_name=consumer.name,
+                topic=topic.name.full_name,
+                schema_version=(
+                    b""
+                    if consumer.schema_version is None
+                    else encode_version(consumer.schema_version)
+                ),
             )
         )
         session = _Session(topic, sub, consumer, outbox)
@@ -140,7 +147,9 @@ class ConsumerStream:
             raise BrokerError("the subscription name is empty", common_pb2.INVALID_ARGUMENT)
         sub_type = mode_of(SubscriptionType, req.sub_type, "subscription type")
         metadata = client_metadata(req.properties, self.topics.settings.max_client_properties_bytes)
+        schema = from_data(req.schema) if req.HasField("schema") else None
         topic = await self.topics.get_topic(name)
+        version = await self.topics.schemas.admit_consumer(name, schema, topic.policies)
         mark_delete = None
         if req.HasField("start_message_id"):
             start = MessageId.from_data(req.start_message_id)
@@ -160,6 +169,7 @@ class ConsumerStream:
             key_shared,
         )
         consumer.metadata = metadata
+        consumer.schema_version = version
         return topic, sub, consumer
 
 

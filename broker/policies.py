@@ -70,7 +70,9 @@ from broker.policy_values import (
     write_retention,
     write_subscribe_rate,
 )
+from broker.schema_compatibility import Strategy, strategy_of
 from broker.settings import BrokerSettings
+from protos.errors import InvalidArgumentError
 
 # ---------------------------------------------------------------- the levels
 
@@ -95,11 +97,14 @@ class Policies:
     max_unacked_messages_per_consumer: int | None = None
     max_unacked_messages_per_subscription: int | None = None
     inactive_topic_policies: InactiveTopicPolicies | None = None
+    schema_compatibility_strategy: Strategy | None = None
     # Namespace level only:
     max_topics_per_namespace: int | None = None
     auto_topic_creation: AutoTopicCreation | None = None
     auto_subscription_creation: bool | None = None
     subscription_expiration_time_minutes: int | None = None
+    is_allow_auto_update_schema: bool | None = None
+    schema_validation_enforced: bool | None = None
 
     def with_value(self, attr: str, value: Any) -> Policies:
         return replace(self, **{attr: value})
@@ -147,10 +152,13 @@ class AppliedPolicies:
     max_unacked_messages_per_consumer: int
     max_unacked_messages_per_subscription: int
     inactive_topic_policies: InactiveTopicPolicies
+    schema_compatibility_strategy: Strategy
     max_topics_per_namespace: int
     auto_topic_creation: AutoTopicCreation
     auto_subscription_creation: bool
     subscription_expiration_time_minutes: int
+    is_allow_auto_update_schema: bool
+    schema_validation_enforced: bool
 
     def backlog_quota(self, kind: BacklogQuotaType) -> BacklogQuota | None:
         """The quota of ``kind`` if it limits anything."""
@@ -190,6 +198,16 @@ def _default_quotas(s: BrokerSettings) -> dict[BacklogQuotaType, BacklogQuota]:
             limit_time_s=s.backlog_quota_default_limit_second, policy=policy
         )
     return quotas
+
+
+def _read_strategy(value: Any) -> Strategy:
+    """A schema compatibility strategy by name (Pulsar's, old names too)."""
+    if not isinstance(value, str):
+        raise invalid(f"schema compatibility strategy: {value!r} is not a name")
+    try:
+        return strategy_of(value)
+    except InvalidArgumentError as exc:
+        raise invalid(exc.message) from None
 
 
 def _default_retention(s: BrokerSettings) -> RetentionPolicy:
@@ -291,6 +309,11 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         ),
     ),
     PolicyField(
+        "schema_compatibility_strategy", "schema_compatibility_strategy",
+        "schema-compatibility-strategy", _read_strategy, lambda v: v.name,
+        lambda s: _read_strategy(s.schema_compatibility_strategy),
+    ),
+    PolicyField(
         "max_topics_per_namespace", "max_topics_per_namespace", "max-topics-per-namespace",
         read_limit("max topics per namespace"), as_is, _bounded("max_topics_per_namespace"),
         topic_level=False,
@@ -315,6 +338,16 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "subscription_expiration_time_minutes", "subscription_expiration_time_minutes",
         "subscription-expiration-time", read_limit("subscription expiration time"), as_is,
         _bounded("subscription_expiration_time_minutes"), topic_level=False,
+    ),
+    PolicyField(
+        "is_allow_auto_update_schema", "is_allow_auto_update_schema",
+        "is-allow-auto-update-schema", lambda v: read_bool(v, "is-allow-auto-update-schema"),
+        as_is, lambda s: s.is_allow_auto_update_schema_enabled, topic_level=False,
+    ),
+    PolicyField(
+        "schema_validation_enforced", "schema_validation_enforced", "schema-validation-enforce",
+        lambda v: read_bool(v, "schema-validation-enforce"), as_is,
+        lambda s: s.schema_validation_enforced, topic_level=False,
     ),
 )
 # fmt: on

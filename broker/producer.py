@@ -32,6 +32,7 @@ class Producer:
     # judged again when its grants change (broker/authorizer.py).
     role: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)  # its properties
+    schema_version: int | None = None  # what its messages are written with
 
 
 def client_metadata(pairs: Iterable[common_pb2.KeyValue], max_bytes: int) -> dict[str, str]:

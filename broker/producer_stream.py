@@ -32,6 +32,7 @@ from broker.topics import TopicRegistry
 from protos import broker_pb2, common_pb2
 from protos.access import CALLER_ROLE
 from protos.errors import MagnetarServerError, error, error_of
+from protos.schema_info import encode_version, from_data
 from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,11 @@ class ProducerStream:
                 last_sequence_id=topic.last_sequence_id(producer),
                 max_message_size=self.settings.max_message_size,
                 topic=topic.name.full_name,
+                schema_version=(
+                    b""
+                    if producer.schema_version is None
+                    else encode_version(producer.schema_version)
+                ),
             )
         )
         async for resp in self._serve(iterator, topic, producer):
@@ -158,9 +164,12 @@ class ProducerStream:
         name = TopicName.parse(create.topic)
         mode = mode_of(ProducerAccessMode, create.access_mode, "producer access mode")
         metadata = client_metadata(create.properties, self.settings.max_client_properties_bytes)
+        schema = from_data(create.schema) if create.HasField("schema") else None
         topic = await self.topics.get_topic(name)
+        version = await self.topics.schemas.admit_producer(name, schema, topic.policies)
         producer = await topic.add_producer(create.producer_name, self.broker_name, mode)
         producer.metadata = metadata
+        producer.schema_version = version
         return topic, producer
 
     async def _serve(

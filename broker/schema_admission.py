@@ -121,7 +121,7 @@ def admit_consumer(
     if not live:
         return Admission(len(history), register=True) if auto_update else Admission()
     if strategy in (Strategy.ALWAYS_COMPATIBLE, Strategy.ALWAYS_INCOMPATIBLE):
-        reader_strategy = strategy
+        reader_strategy: Strategy = strategy
     elif RULES[strategy].transitive:
         reader_strategy = Strategy.BACKWARD_TRANSITIVE
     else:

@@ -174,6 +174,10 @@ def find_identical(new: SchemaInfo, existing: Sequence[SchemaInfo]) -> int | Non
 
 
 def _identity(info: SchemaInfo) -> tuple[object, ...]:
+    if info.type in AVRO_DEFINED:
+        # The same Avro JSON however it is spaced or its keys ordered (an
+        # upload written by hand is the SDK's schema in another layout).
+        return (info.type, _canonical_json(info.schema))
     if info.type is not SchemaType.KEY_VALUE:
         return (info.type, info.schema)
     props = info.properties
@@ -183,6 +187,13 @@ def _identity(info: SchemaInfo) -> tuple[object, ...]:
         *((props.get(f"{part}.schema.type") or "BYTES").upper() for part in KV_PARTS),
         (props.get(KV_ENCODING) or "INLINE").upper(),
     )
+
+
+def _canonical_json(definition: bytes) -> object:
+    try:
+        return json.dumps(json.loads(definition), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return definition  # not JSON: validate() refuses it before anything compares it
 
 
 def validate(info: SchemaInfo, what: str = "the new schema") -> None:

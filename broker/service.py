@@ -26,6 +26,7 @@ from broker.settings import BrokerSettings
 from broker.topics import TopicRegistry
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.errors import error_of
+from protos.schema_info import to_data
 from protos.topic_name import NON_PERSISTENT, PERSISTENT, TopicName
 
 _DOMAINS_BY_MODE = {
@@ -124,6 +125,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         except Exception as exc:
             return broker_pb2.PartitionedTopicMetadata(error=error_of(exc))
         return broker_pb2.PartitionedTopicMetadata(partitions=n, topic=name.full_name)
+
+    async def GetSchema(
+        self, request: broker_pb2.GetSchemaRequest, context: grpc.aio.ServicerContext
+    ) -> broker_pb2.GetSchemaResponse:
+        await self._attached(context)
+        try:
+            name = TopicName.parse(request.topic)
+            version, info = await self.topics.schemas.get(name, request.version)
+        except Exception as exc:
+            return broker_pb2.GetSchemaResponse(error=error_of(exc))
+        return broker_pb2.GetSchemaResponse(schema=to_data(info), version=version)
 
     async def GetTopicsOfNamespace(
         self, request: broker_pb2.TopicsOfNamespaceRequest, context: grpc.aio.ServicerContext

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.schema_compatibility import strategy_of
+from protos.errors import InvalidArgumentError
 from protos.security_settings import (
     authentication_enabled_setting,
     authorization_enabled_setting,
@@ -23,6 +25,7 @@ from protos.security_settings import (
     token_secret_key_setting,
 )
 from protos.settings import (
+    SettingsError,
     advertised_address_setting,
     bind_address_setting,
     http_max_connections_setting,
@@ -73,6 +76,25 @@ class BrokerSettings:
         "Pings each client connection this often; one not answered within as long is "
         "dropped, with its producers and consumers (Pulsar's keepAliveIntervalSeconds; "
         "values under 1 count as 1).",
+    )
+    schema_compatibility_strategy: str = setting(
+        "BACKWARD",
+        "How a new schema version must relate to a topic's registered ones (ALWAYS_INCOMPATIBLE, "
+        "ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL and their _TRANSITIVE forms); a "
+        "namespace's or topic's schema_compatibility_strategy policy overrides it.",
+    )
+    is_allow_auto_update_schema_enabled: bool = setting(
+        True,
+        "Producers and consumers may register new schema versions (when compatible); when "
+        "off only `schemas upload` does. A namespace's is_allow_auto_update_schema overrides it.",
+    )
+    schema_validation_enforced: bool = setting(
+        False,
+        "Refuse producers without a schema on topics that have one; a namespace's "
+        "schema_validation_enforced policy overrides it.",
+    )
+    max_schema_versions_per_topic: int = setting(
+        1000, "Schema versions (deletions included) one topic may have; more are refused."
     )
     broker_deduplication_enabled: bool = setting(
         False,
@@ -433,3 +455,9 @@ class BrokerSettings:
     )
     shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")
+
+    def __post_init__(self) -> None:
+        try:
+            strategy_of(self.schema_compatibility_strategy)
+        except InvalidArgumentError as exc:
+            raise SettingsError(f"schema_compatibility_strategy: {exc.message}") from None

@@ -34,6 +34,7 @@ from broker.namespaces import NamespacePolicies, Namespaces
 from broker.non_persistent import NonPersistentTopic
 from broker.ownership import Ownership, bundle_key
 from broker.quota_enforcement import QuotaGuard
+from broker.schema_registry import SchemaRegistry
 from broker.settings import BrokerSettings
 from broker.termination import load_termination
 from broker.topic import Topic, TopicBase, apply_to_ledger
@@ -70,6 +71,7 @@ class TopicRegistry:
         self.ledgers = ledgers
         self.namespaces = namespaces
         self.ownership = ownership
+        self.schemas = SchemaRegistry(metastore, settings.max_schema_versions_per_topic)
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
         # Topics whose policies changed while they were loading (they read

@@ -9,11 +9,13 @@
 """
 
 from client import exceptions as _exceptions
+from client import schema
 from client._sync import Client, Consumer, Producer, Reader
 from client.authentication import Authentication, AuthenticationToken
 from client.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     HashingScheme,
     InitialPosition,
@@ -43,6 +45,7 @@ __all__ = [
     "CompressionType",
     "Consumer",
     "ConsumerBatchReceivePolicy",
+    "ConsumerCryptoFailureAction",
     "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",
@@ -61,6 +64,7 @@ __all__ = [
     "RegexSubscriptionMode",
     "Result",
     "SubscriptionMode",
+    "schema",
 ]
 # Every exception class, as the official client exports them all.
 __all__ += sorted(

@@ -437,3 +437,70 @@ def set_subscription_expiration_time(level: Level) -> click.Command:
         )
 
     return command
+
+
+STRATEGIES = (
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+)
+
+
+def set_schema_compatibility_strategy(level: Level) -> click.Command:
+    @click.command(
+        "set-schema-compatibility-strategy",
+        short_help="Set the schema compatibility strategy (--compatibility).",
+        help=f"How a new schema version on a topic of {level.metavar} must relate to the "
+        "registered ones (docs/schemas.md). " + _overrides(level),
+    )
+    @level.target
+    @click.option(
+        "--compatibility",
+        "-c",
+        type=click.Choice(STRATEGIES, case_sensitive=False),
+        required=True,
+        help="The strategy (Pulsar's default: BACKWARD).",
+    )
+    @click.pass_obj
+    def command(service_url: str, target: str, compatibility: str) -> None:
+        level.call(
+            service_url,
+            lambda v: v.set_policy(target, "schema-compatibility-strategy", compatibility.upper()),
+        )
+
+    return command
+
+
+def _schema_switch(verb: str, policy: str, what: str) -> Callable[[Level], click.Command]:
+    def factory(level: Level) -> click.Command:
+        @click.command(
+            verb,
+            short_help=f"{what} (--enable|--disable).",
+            help=f"{what} on the topics of {level.metavar} (docs/schemas.md). " + _overrides(level),
+        )
+        @level.target
+        @click.option("--enable/--disable", "-e/-d", default=None, callback=switch_given)
+        @click.pass_obj
+        def command(service_url: str, target: str, enable: bool) -> None:
+            level.call(service_url, lambda v: v.set_policy(target, policy, enable))
+
+        return command
+
+    return factory
+
+
+set_is_allow_auto_update_schema = _schema_switch(
+    "set-is-allow-auto-update-schema",
+    "is-allow-auto-update-schema",
+    "Let producers and consumers register compatible new schema versions",
+)
+set_schema_validation_enforce = _schema_switch(
+    "set-schema-validation-enforce",
+    "schema-validation-enforce",
+    "Refuse producers without a schema on topics that have one",
+)

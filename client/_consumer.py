@@ -29,7 +29,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from client._ack_grouping import AckGroupingTracker, ack_target, cumulative_position
@@ -50,9 +50,10 @@ from client._entry_decoder import (
 )
 from client._receiver_queue import ReceiverQueue
 from client._redelivery_task import RedeliveryTask
+from client._schema_use import WriterSchemas
 from client.chunks import ChunkAssembler
 from client.dead_letter import DeadLetterPublisher
-from client.enums import ConsumerType, InitialPosition, SubscriptionMode
+from client.enums import ConsumerType, SubscriptionMode
 from client.exceptions import (
     AlreadyClosed,
     ConnectError,
@@ -66,6 +67,7 @@ from client.exceptions import (
 from client.message import Message
 from protos import broker_pb2
 from protos.message_id import MessageId
+from protos.schema_info import decode_version
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,7 @@ class ConsumerEngine:
             options.start_message_id, options.start_message_id_inclusive
         )
         policy = options.dead_letter_policy
+        self._writers = WriterSchemas(options.schema)
         self._decoder = EntryDecoder(
             partition,
             ChunkAssembler(
@@ -158,6 +161,7 @@ class ConsumerEngine:
         )
         self.name = subscribed.consumer_name
         self.topic = subscribed.topic
+        self._writers.own_version = decode_version(subscribed.schema_version)
 
     async def start(self) -> None:
         await self._open_stream()
@@ -165,21 +169,6 @@ class ConsumerEngine:
         self._reader_task = self.loop.create_task(self._reader())
         if self._redelivery.ack_timeouts_on:
             self._redelivery.start()
-
-    async def _create_dead_letter_subscription(self, topic: str) -> None:
-        """Create the policy's ``initial_subscription_name`` on the dead letter
-        ``topic`` (run as the dead letter producer is created)."""
-        policy = self.opts.dead_letter_policy
-        assert policy is not None and policy.initial_subscription_name
-        probe = ConsumerEngine(
-            await self.resolver(topic),
-            topic,
-            policy.initial_subscription_name,
-            ConsumerOptions(initial_position=InitialPosition.Earliest, receiver_queue_size=1),
-            self.loop,
-        )
-        await probe.start()
-        await probe.close()
 
     async def _reader(self) -> None:
         while not self.closed:
@@ -218,7 +207,7 @@ class ConsumerEngine:
 
     # ------------------------------------------------------------ deliveries
 
-    def _on_deliveries(self, d: broker_pb2.Deliveries) -> None:
+    def _on_deliveries(self, d: broker_pb2.Deliveries) -> Awaitable[None] | None:
         masks = list(d.acked_batch_indexes) or [b""] * len(d.entries)
         messages: list[Message] = []
         for delivered in zip(
@@ -227,6 +216,18 @@ class ConsumerEngine:
             decoded = self._decoder.decode(DeliveredEntry(*delivered), self.topic, time.monotonic())
             messages.extend(self._apply(decoded))
         messages = self._start_skip.filter(messages)
+        missing = self._writers.missing(messages)
+        if missing:  # written under schema versions not seen yet: fetch them first
+            return self._queue_after_fetch(messages, missing)
+        self._queue(messages)
+        return None
+
+    async def _queue_after_fetch(self, messages: list[Message], versions: set[int]) -> None:
+        await self._writers.fetch(self.connection, self.topic, versions)
+        self._queue(messages)
+
+    def _queue(self, messages: list[Message]) -> None:
+        self._writers.attach(messages)
         with self._arrived:
             self._incoming.put(messages)
             self._arrived.notify_all()
@@ -300,7 +301,7 @@ class ConsumerEngine:
                 self.subscription,
                 self.name,
                 policy.dead_letter_topic,
-                self._create_dead_letter_subscription if policy.initial_subscription_name else None,
+                policy.initial_subscription_name or None,
             )
         publisher = self._dead_letters
 

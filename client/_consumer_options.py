@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client._schema_use import check_schema, schema_data
 from client.enums import (
     ConsumerType,
     InitialPosition,
@@ -185,6 +186,10 @@ def _check_key_shared_policy(o: ConsumerOptions) -> None:
         )
 
 
+def _check_schema(o: ConsumerOptions) -> None:
+    check_schema(o.schema, producer=False)
+
+
 def _check_not_yet(o: ConsumerOptions) -> None:
     if o.is_read_compacted:
         raise InvalidConfiguration(
@@ -212,6 +217,7 @@ _CHECKS: tuple[Callable[[ConsumerOptions], None], ...] = (
     _check_subscription,
     _check_ack_grouping,
     _check_not_yet,
+    _check_schema,
 )
 
 
@@ -277,5 +283,6 @@ def subscribe_request(
                 common_pb2.KeyValue(key=k, value=v)
                 for k, v in sorted((opts.properties or {}).items())
             ],
+            schema=schema_data(opts.schema),
         )
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -33,7 +33,8 @@ from protos.message_id import MessageId, id_fields
 
 log = logging.getLogger(__name__)
 
-OnDeliveries = Callable[[broker_pb2.Deliveries], None]
+# Returns None when done, or an awaitable to wait on before reading on.
+OnDeliveries = Callable[[broker_pb2.Deliveries], Awaitable[None] | None]
 _ANSWERS = ("unsubscribed", "request_error", "seek_done", "last_message_id")
 
 
@@ -97,7 +98,9 @@ class ConsumerStream:
             while (resp := await call.read()) is not grpc.aio.EOF:
                 kind = resp.WhichOneof("response")
                 if kind == "deliveries":
-                    on_deliveries(resp.deliveries)
+                    pending = on_deliveries(resp.deliveries)
+                    if pending is not None:  # e.g. writer schemas to fetch first
+                        await pending
                 elif kind == "error":
                     if resp.error.code not in RECONNECT_CODES:
                         return from_wire(resp.error)

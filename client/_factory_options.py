@@ -16,6 +16,7 @@ import re
 import time
 from typing import Any
 
+from client._schema_use import encode_value
 from client.enums import ConsumerCryptoFailureAction
 from client.exceptions import InvalidConfiguration, InvalidTopicName
 from protos.errors import InvalidTopicNameError
@@ -40,7 +41,6 @@ PRODUCER_OPTIONS = {
     "message_routing_mode",
     "message_router",
     "hashing_scheme",
-    "lazy_start_partitioned_producers",
     "properties",
 }
 CONSUMER_OPTIONS = {
@@ -101,6 +101,10 @@ NOT_SUPPORTED: dict[str, dict[str, tuple[Any, str]]] = {
     "create_producer": {
         "encryption_key": (None, _ENCRYPTION),
         "crypto_key_reader": (None, _ENCRYPTION),
+        "lazy_start_partitioned_producers": (
+            False,
+            "a partitioned producer connects to every partition when it is created",
+        ),
     },
     "subscribe": {
         "crypto_key_reader": (None, _ENCRYPTION),
@@ -164,6 +168,14 @@ def check_properties(props: Any, what: str = "properties") -> dict[str, str]:
     ):
         raise InvalidConfiguration(f"{what} must be a dict of str to str, not {props!r}")
     return dict(props)
+
+
+def prepare_send(schema: Any, content: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The payload and the engine's arguments of ``send(content, **kwargs)``:
+    ``content`` encoded with the producer's schema (``InvalidMessage`` when it
+    does not fit it: nothing is sent)."""
+    args = send_kwargs(kwargs)
+    return encode_value(schema, content, args), args
 
 
 def send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:

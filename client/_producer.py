@@ -30,6 +30,7 @@ from client._connection import (
     retry_with_backoff,
 )
 from client._producer_options import ProducerOptions
+from client._schema_use import schema_data
 from client.compression import wire_type
 from client.enums import (
     BatchingType,
@@ -132,6 +133,7 @@ class ProducerEngine:
         self._compression = wire_type(options.compression_type)
         self.name = ""
         self.max_message_size = 5 * 1024 * 1024
+        self._schema_version = b""  # the registry's version of opts.schema, if any
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._open: list[PendingMessage] = []
@@ -173,6 +175,7 @@ class ProducerEngine:
                     common_pb2.KeyValue(key=k, value=v)
                     for k, v in sorted((self.opts.properties or {}).items())
                 ],
+                schema=schema_data(self.opts.schema),
             )
         )
         resp = await open_stream(self.connection, call, create)
@@ -189,6 +192,7 @@ class ProducerEngine:
         self.name = created.producer_name
         self.max_message_size = created.max_message_size
         self.topic = created.topic
+        self._schema_version = created.schema_version
         if self.opts.initial_sequence_id is not None:
             self._next_seq = self.opts.initial_sequence_id + 1
             self._last_seq_published = self.opts.initial_sequence_id
@@ -249,6 +253,7 @@ class ProducerEngine:
         deliver_at: int | None = None,
         flush_now: bool = False,
         may_block: bool = True,
+        key_b64: bool = False,
     ) -> None:
         # The checks a message needs are inline on this path (it runs once
         # per message); what is rare is in functions of its own.
@@ -273,6 +278,7 @@ class ProducerEngine:
                 int(event_timestamp) if event_timestamp is not None else 0,
                 deliver_at,
                 null_value,
+                key_b64,
             )
             self._pending += 1
             sealed = self._add_locked(msg, flush_now)
@@ -349,7 +355,7 @@ class ProducerEngine:
         else:
             groups = [messages]
         for group in groups:
-            entry = build_entry(group, self.name, now_ms, self._compression)
+            entry = build_entry(group, self.name, now_ms, self._compression, self._schema_version)
             if len(entry) > self.max_message_size and self.opts.chunking_enabled:
                 self._add_chunks(group[0], now_ms)
             else:
@@ -358,7 +364,12 @@ class ProducerEngine:
     def _add_chunks(self, msg: PendingMessage, now_ms: int) -> None:
         try:
             chunks = build_chunk_entries(
-                msg, self.name, now_ms, self._compression, self.max_message_size
+                msg,
+                self.name,
+                now_ms,
+                self._compression,
+                self.max_message_size,
+                self._schema_version,
             )
         except MagnetarError as exc:
             self._pending -= 1

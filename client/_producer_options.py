@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client._schema_use import check_schema
 from client.enums import (
     BatchingType,
     CompressionType,
@@ -96,6 +97,10 @@ def _check_batching_and_queue(o: ProducerOptions) -> None:
         )
 
 
+def _check_schema(o: ProducerOptions) -> None:
+    check_schema(o.schema, producer=True)
+
+
 def _check_properties(o: ProducerOptions) -> None:
     props = o.properties
     if props is not None and (
@@ -121,4 +126,5 @@ _CHECKS: tuple[Callable[[ProducerOptions], None], ...] = (
     _check_batching_and_queue,
     _check_access_and_timeout,
     _check_properties,
+    _check_schema,
 )

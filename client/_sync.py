@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from client import aio
 from client._batch_receive import batch_receive_blocking
-from client._factory_options import send_kwargs
+from client._factory_options import prepare_send
 from client.enums import ProducerAccessMode, Result
 from client.exceptions import AlreadyClosed, InvalidConfiguration, MagnetarError, Timeout
 from client.message import Message
@@ -67,7 +67,8 @@ class Producer:
             outcome[0], outcome[1] = exc, mid
             done.set()
 
-        self._engine.enqueue(content, callback, flush_now=True, **send_kwargs(kwargs))
+        payload, args = prepare_send(self._engine.opts.schema, content, kwargs)
+        self._engine.enqueue(payload, callback, flush_now=True, **args)
         limit = self._engine.opts.send_timeout_millis / 1000 or None
         if not done.wait(None if limit is None else limit + 5):
             raise Timeout(f"no receipt within {limit:g} s on {self._engine.topic}")
@@ -96,7 +97,8 @@ class Producer:
             except Exception:
                 log.exception("send_async callback raised; ignored")
 
-        self._engine.enqueue(content, done, **send_kwargs(kwargs))
+        payload, args = prepare_send(self._engine.opts.schema, content, kwargs)
+        self._engine.enqueue(payload, done, **args)
 
     def flush(self) -> None:
         self._runner.run(self._engine.flush(), None)

@@ -39,6 +39,7 @@ import grpc
 from client._admin_bookies import BookieVerbs
 from client._admin_permissions import NamespacePermissionVerbs, TopicPermissionVerbs
 from client._admin_policies import PolicyVerbs
+from client._admin_schemas import SchemaVerbs
 from client._client_options import TLS_OPTIONS, client_tls
 from client._connection import (
     LOOKUP_PROBE_S,
@@ -506,6 +507,7 @@ class Admin:
         self.namespaces = _Namespaces(self)
         self.brokers = _Brokers(self)
         self.bookies = BookieVerbs(self)
+        self.schemas = SchemaVerbs(self)
 
     def _channel(self, address: str) -> grpc.Channel:
         ch = self._channels.get(address)

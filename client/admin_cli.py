@@ -37,6 +37,7 @@ from client._cli_common import admin_call as _admin_call
 from client._cli_namespaces import add_lifecycle_commands
 from client._cli_permissions import add_permission_commands
 from client._cli_policies import add_policy_commands
+from client._cli_schemas import schemas
 from client._cli_tenants import tenants
 from client.exceptions import MagnetarError
 from protos import stats_schema
@@ -117,6 +118,7 @@ def brokers() -> None:
 # tenants; the lifecycle and policy verbs of namespaces and topics (docs/admin.md)
 main.add_command(tenants)
 main.add_command(bookies)
+main.add_command(schemas)
 add_lifecycle_commands(namespaces, topics)
 add_policy_commands(namespaces, topics)
 add_permission_commands(namespaces, topics)

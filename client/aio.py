@@ -21,7 +21,7 @@ from client._client_options import client_transport
 from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
-from client._factory_options import check_options, check_topic, pattern_topic, send_kwargs
+from client._factory_options import check_options, check_topic, pattern_topic, prepare_send
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
@@ -76,7 +76,8 @@ class Producer:
             else:
                 fut.set_result(mid)  # type: ignore[arg-type]
 
-        self._engine.enqueue(content, done, may_block=False, **send_kwargs(kwargs))
+        payload, args = prepare_send(self._engine.opts.schema, content, kwargs)
+        self._engine.enqueue(payload, done, may_block=False, **args)
         return fut
 
     async def flush(self) -> None:

@@ -9,7 +9,7 @@ publish fails the message stays unacknowledged and comes back later.
 
 As in Pulsar, the policy's ``initial_subscription_name`` is created on the
 dead letter topic when that producer is created, before its first send, so
-the subscription holds every dead letter (the hook ``before_first_use``).
+the subscription holds every dead letter.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from client._consumer_options import ConsumerOptions, subscribe_request
+from client._consumer_stream import ConsumerStream
 from client._producer import ProducerEngine
 from client._producer_options import ProducerOptions
+from client.enums import InitialPosition
 from client.message import Message
 
 if TYPE_CHECKING:
@@ -50,13 +52,13 @@ class DeadLetterPublisher:
         loop: asyncio.AbstractEventLoop,
         topic: str,
         producer_name: str,
-        before_first_use: Callable[[str], Awaitable[None]] | None = None,
+        initial_subscription_name: str | None = None,
     ) -> None:
         self.resolver = resolver
         self.loop = loop
         self.topic = topic
         self.producer_name = producer_name
-        self._before_first_use = before_first_use
+        self._initial_subscription = initial_subscription_name
         self._producer: ProducerEngine | None = None
         self._lock = asyncio.Lock()
 
@@ -69,7 +71,7 @@ class DeadLetterPublisher:
         subscription: str,
         consumer_name: str,
         dead_letter_topic: str | None,
-        before_first_use: Callable[[str], Awaitable[None]] | None = None,
+        initial_subscription_name: str | None = None,
     ) -> DeadLetterPublisher:
         name = f"{topic}-{subscription}-{consumer_name}-{uuid.uuid4().hex[:5]}-DLQ"
         return cls(
@@ -77,14 +79,14 @@ class DeadLetterPublisher:
             loop,
             dead_letter_topic or default_dead_letter_topic(topic, subscription),
             name,
-            before_first_use,
+            initial_subscription_name,
         )
 
     async def _ready(self) -> ProducerEngine:
         async with self._lock:
             if self._producer is None:
-                if self._before_first_use is not None:
-                    await self._before_first_use(self.topic)
+                if self._initial_subscription:
+                    await self._create_initial_subscription(self._initial_subscription)
                 producer = ProducerEngine(
                     await self.resolver(self.topic),
                     self.topic,
@@ -95,6 +97,18 @@ class DeadLetterPublisher:
                 await producer.start()
                 self._producer = producer
             return self._producer
+
+    async def _create_initial_subscription(self, name: str) -> None:
+        """Subscribe ``name`` (from the earliest message) and leave at once:
+        the subscription stays and holds what comes next."""
+        stream = ConsumerStream(self.loop, -1)
+        opts = ConsumerOptions(initial_position=InitialPosition.Earliest)
+        request = subscribe_request(opts, self.topic, name, "", None, False)
+        await stream.open(await self.resolver(self.topic), request, 0)
+        try:
+            await stream.say_goodbye()
+        finally:
+            stream.cancel()
 
     async def publish(
         self,

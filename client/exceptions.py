@@ -253,6 +253,7 @@ _WIRE: dict[int, type[MagnetarError]] = {
     common_pb2.PRECONDITION_FAILED: PreconditionFailed,
     common_pb2.PRODUCER_BLOCKED_QUOTA_EXCEEDED: ProducerBlockedQuotaExceededException,
     common_pb2.TOPIC_TERMINATED: TopicTerminated,
+    common_pb2.INCOMPATIBLE_SCHEMA: IncompatibleSchema,
 }
 
 

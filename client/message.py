@@ -7,6 +7,7 @@ its id has batch index -1, as with Pulsar's clients.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ class Message:
         "_data",
         "_event_time",
         "_id",
+        "_key_b64",
         "_null_value",
         "_ordering_key",
         "_partition_key",
@@ -33,8 +35,10 @@ class Message:
         "_properties",
         "_publish_time",
         "_redelivery",
+        "_schema",
         "_schema_version",
         "_topic",
+        "_writer",
     )
 
     def __init__(
@@ -52,8 +56,12 @@ class Message:
         schema_version: bytes,
         batch: BatchAckTracker | None,
         null_value: bool = False,
+        key_b64: bool = False,
     ) -> None:
         self._data = data
+        self._key_b64 = key_b64
+        self._schema: Any = None  # the consumer's schema (client.schema), if any
+        self._writer: Any = None  # the writer's SchemaInfo when not the consumer's version
         self._id = message_id
         self._topic = topic
         self._properties = properties
@@ -72,9 +80,29 @@ class Message:
     def data(self) -> bytes:
         return self._data
 
+    def use_schema(self, schema: Any, writer: Any) -> None:
+        """Decode ``value()`` with ``schema`` (against ``writer``, a
+        SchemaInfo, when the message was written under another version)."""
+        self._schema = schema
+        self._writer = writer
+
     def value(self) -> Any:
-        """Without a schema the value is the raw bytes."""
-        return self._data
+        """The payload decoded with the consumer's schema (None for a
+        tombstone; the raw bytes without a schema)."""
+        if self._null_value:
+            return None
+        schema = self._schema
+        if schema is None:
+            return self._data
+        separated = getattr(schema, "decode_separated", None)
+        if self._key_b64 and separated is not None:
+            key = base64.b64decode(self._partition_key or "")
+            if self._writer is not None:
+                return separated(key, self._data, self._writer)
+            return separated(key, self._data)
+        if self._writer is not None:
+            return schema.decode_with_writer(self._data, self._writer)
+        return schema.decode(self._data)
 
     def properties(self) -> dict[str, str]:
         return dict(self._properties)
@@ -198,6 +226,7 @@ def unpack_split(
                 meta.schema_version,
                 None,
                 meta.null_value,
+                meta.partition_key_b64_encoded,
             )
         ]
     count = meta.num_messages_in_batch
@@ -219,6 +248,7 @@ def unpack_split(
                 meta.schema_version,
                 tracker,
                 smm.null_value,
+                smm.partition_key_b64_encoded,
             )
         )
     return out
@@ -233,6 +263,7 @@ class PendingMessage:
         "callback",
         "deliver_at",
         "event_time",
+        "key_b64",
         "null_value",
         "ordering_key",
         "partition_key",
@@ -252,7 +283,9 @@ class PendingMessage:
         event_time: int = 0,
         deliver_at: int | None = None,
         null_value: bool = False,
+        key_b64: bool = False,
     ) -> None:
+        self.key_b64 = key_b64  # partition_key is base64 of bytes (KEY_VALUE SEPARATED)
         self.null_value = null_value
         self.deliver_at = deliver_at
         self.payload = payload
@@ -273,6 +306,7 @@ def build_entry(
     producer_name: str,
     publish_time_ms: int,
     compression: int = common_pb2.NONE,
+    schema_version: bytes = b"",
 ) -> bytes:
     """One entry for a batch of messages (plain when there is one), its
     payload compressed as one block."""
@@ -283,6 +317,8 @@ def build_entry(
         publish_time=publish_time_ms,
         highest_sequence_id=messages[-1].sequence_id,
     )
+    if schema_version:
+        meta.schema_version = schema_version
     if len(messages) == 1:
         _set_message_fields(meta, first)
         meta.uncompressed_size = len(first.payload)
@@ -293,6 +329,8 @@ def build_entry(
     # A batch's key is its first message's (Key_Shared dispatches on it).
     if first.partition_key is not None:
         meta.partition_key = first.partition_key
+        if first.key_b64:
+            meta.partition_key_b64_encoded = True
     if first.ordering_key is not None:
         meta.ordering_key = first.ordering_key
     return _encode(meta, plain, compression)
@@ -304,6 +342,8 @@ def _set_message_fields(meta: common_pb2.MessageMetadata, m: PendingMessage) -> 
         meta.properties.extend(_kvs(m.properties))
     if m.partition_key is not None:
         meta.partition_key = m.partition_key
+        if m.key_b64:
+            meta.partition_key_b64_encoded = True
     if m.ordering_key is not None:
         meta.ordering_key = m.ordering_key
     if m.event_time:
@@ -346,6 +386,8 @@ def _record_head(m: PendingMessage) -> bytes:
         rec.properties.extend(_kvs(m.properties))
     if m.partition_key is not None:
         rec.partition_key = m.partition_key
+        if m.key_b64:
+            rec.partition_key_b64_encoded = True
     if m.ordering_key is not None:
         rec.ordering_key = m.ordering_key
     if m.null_value:
@@ -359,6 +401,7 @@ def build_chunk_entries(
     publish_time_ms: int,
     compression: int,
     max_entry_size: int,
+    schema_version: bytes = b"",
 ) -> list[bytes]:
     """A message too big for one entry as ordered chunk entries: the payload
     is compressed as a whole, then cut; every chunk carries the message's
@@ -375,16 +418,9 @@ def build_chunk_entries(
     )
     if compression:
         meta.compression = compression  # type: ignore[assignment]
-    if msg.event_time:
-        meta.event_time = msg.event_time
-    if msg.properties:
-        meta.properties.extend(_kvs(msg.properties))
-    if msg.partition_key is not None:
-        meta.partition_key = msg.partition_key
-    if msg.ordering_key is not None:
-        meta.ordering_key = msg.ordering_key
-    if msg.deliver_at is not None:
-        meta.deliver_at_time = msg.deliver_at
+    if schema_version:
+        meta.schema_version = schema_version
+    _set_message_fields(meta, msg)
     probe = common_pb2.MessageMetadata()
     probe.CopyFrom(meta)
     probe.num_chunks_from_msg = probe.chunk_id = (1 << 31) - 1

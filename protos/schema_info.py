@@ -151,7 +151,9 @@ def to_data(info: SchemaInfo) -> common_pb2.SchemaData:
         type=int(info.type),
         name=info.name,
         schema=info.schema,
-        properties=[common_pb2.KeyValue(key=k, value=v) for k, v in sorted(info.properties.items())],
+        properties=[
+            common_pb2.KeyValue(key=k, value=v) for k, v in sorted(info.properties.items())
+        ],
     )
 
 

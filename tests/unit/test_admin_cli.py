@@ -20,7 +20,7 @@ from client.exceptions import InvalidConfiguration
 from tests.harness import ROOT
 
 # pulsar-admin's policy verb stems (broker/policies.py, POLICY_FIELDS): a
-# topic may override the first ones, the last four are namespace-only.
+# topic may override the first ones, the last six are namespace-only.
 TOPIC_POLICIES = (
     "retention",
     "message-ttl",
@@ -38,6 +38,7 @@ TOPIC_POLICIES = (
     "max-unacked-messages-per-consumer",
     "max-unacked-messages-per-subscription",
     "inactive-topic-policies",
+    "schema-compatibility-strategy",
 )
 NAMESPACE_POLICIES = (
     *TOPIC_POLICIES,
@@ -45,6 +46,8 @@ NAMESPACE_POLICIES = (
     "auto-topic-creation",
     "auto-subscription-creation",
     "subscription-expiration-time",
+    "is-allow-auto-update-schema",
+    "schema-validation-enforce",
 )
 
 
@@ -57,6 +60,7 @@ def _policy_verbs(stems: tuple[str, ...]) -> set[str]:
 # pulsar-admin's groups and the verbs of each that Magnetar has.
 ADMIN_VERBS = {
     "bookies": {"decommission", "list", "list-bookies", "recover", "under-replicated"},
+    "schemas": {"delete", "get", "upload"},
     "brokers": {"list", "leader-broker"},
     "namespaces": {
         "bundles",

@@ -105,6 +105,9 @@ ROUND_TRIPS: list[tuple[str, Any]] = [
     ("auto-subscription-creation", {"allowAutoSubscriptionCreation": False}),
     ("subscription-expiration-time", 1440),
     ("max-topics-per-namespace", 100),
+    ("schema-compatibility-strategy", "FORWARD_TRANSITIVE"),
+    ("is-allow-auto-update-schema", False),
+    ("schema-validation-enforce", True),
 ]
 
 
@@ -123,6 +126,9 @@ def test_every_policy_has_a_round_trip_row():
 
 # (verb, bad value, what the error says)
 BAD_VALUES: list[tuple[str, Any, str]] = [
+    ("schema-compatibility-strategy", "SIDEWAYS", "unknown schema compatibility strategy"),
+    ("schema-compatibility-strategy", 3, "is not a name"),
+    ("is-allow-auto-update-schema", "yes", "is not true or false"),
     ("retention", {"retentionTimeInMinutes": -2, "retentionSizeInMB": 1}, "-2 is not allowed"),
     ("retention", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 10}, "both 0"),
     ("retention", [1, 2], "is not a JSON object"),
