@@ -58,7 +58,7 @@ class Producer:
         self._runner = runner
         self._timeout_s = timeout_s
 
-    def send(self, content: bytes, **kwargs: Any) -> MessageId:
+    def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Publish and wait until the message is stored; returns its MessageId."""
         done = threading.Event()
         outcome: list[Any] = [None, None]
@@ -78,7 +78,7 @@ class Producer:
 
     def send_async(
         self,
-        content: bytes,
+        content: Any,
         callback: Callable[[Result, MessageId | None], None] | None,
         **kwargs: Any,
     ) -> None:

@@ -63,7 +63,7 @@ class Producer:
     def __init__(self, engine: AnyProducerEngine) -> None:
         self._engine = engine
 
-    def send(self, content: bytes, **kwargs: Any) -> asyncio.Future[MessageId]:
+    def send(self, content: Any, **kwargs: Any) -> asyncio.Future[MessageId]:
         """Publish; the returned future resolves to the MessageId once stored."""
         loop = self._engine.loop
         fut: asyncio.Future[MessageId] = loop.create_future()

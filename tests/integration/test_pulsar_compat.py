@@ -199,7 +199,10 @@ def test_exclusive_cumulative_ack_listener_and_pause(url, topic):
         consumer.acknowledge_cumulative(msg)
 
     consumer = client.subscribe(
-        topic, "listened", message_listener=listener, initial_position=pulsar.InitialPosition.Earliest
+        topic,
+        "listened",
+        message_listener=listener,
+        initial_position=pulsar.InitialPosition.Earliest,
     )
     producer = client.create_producer(topic)
     for i in range(3):

@@ -172,7 +172,7 @@ def test_transitive_strategies_check_every_version(cluster, admin, namespace):
                 c.create_producer(topic, schema=c_)
                 assert admin.schemas.get(topic)["version"] == 2
             else:
-                with pytest.raises(IncompatibleSchema, match="version 0.*'x'"):
+                with pytest.raises(IncompatibleSchema, match=r"version 0.*'x'"):
                     c.create_producer(topic, schema=c_)
                 assert admin.schemas.get(topic)["version"] == 1
 
@@ -295,4 +295,6 @@ def test_an_auto_consume_producer_is_refused(cluster, namespace):
     with Client(cluster.service_url) as c, pytest.raises(InvalidConfiguration, match="consumers"):
         c.create_producer(_topic(namespace), schema=AutoConsumeSchema())
     with Client(cluster.service_url) as c, pytest.raises(InvalidConfiguration, match="schema"):
-        c.subscribe(_topic(namespace), "s", schema=object(), initial_position=InitialPosition.Latest)
+        c.subscribe(
+            _topic(namespace), "s", schema=object(), initial_position=InitialPosition.Latest
+        )
