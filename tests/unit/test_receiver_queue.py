@@ -38,6 +38,8 @@ def _step(queue: ReceiverQueue[int], step: str, arg: int | None) -> int:
         return queue.release(arg)
     if step == "drop_all":
         return queue.drop_all()
+    if step == "want_one":
+        return queue.want_one()
     assert step == "restart", step
     queue.restart()
     return 0
@@ -50,6 +52,40 @@ def test_permits_follow_the_step_table():
             i,
             step,
         )
+
+
+# receiver_queue_size = 0 (zero-prefetch): no permits at subscribe; a receive
+# that finds the queue empty asks for one, once, and nothing taken gives any back.
+ZERO_PREFETCH_STEPS = [
+    ("want_one", None, 1, 0, 0),  # an empty queue: ask for one message
+    ("want_one", None, 0, 0, 0),  # still waiting: not twice
+    ("receive", 1, 0, 1, 0),
+    ("want_one", None, 0, 1, 0),  # a message is here: nothing to ask
+    ("take", None, 0, 0, 0),  # taking gives no permit back
+    ("want_one", None, 1, 0, 0),
+    ("release", 1, 0, 0, 0),  # the asked-for message never reached the queue
+    ("want_one", None, 1, 0, 0),  # so the receive asks again
+    ("receive", 1, 0, 1, 0),
+    ("drop_all", None, 0, 0, 0),  # a seek drops it: no permit given back either
+    ("want_one", None, 1, 0, 0),
+    ("restart", None, 0, 0, 0),  # a new subscription: nothing outstanding
+    ("want_one", None, 1, 0, 0),
+]
+
+
+def test_zero_prefetch_follows_its_step_table():
+    queue: ReceiverQueue[int] = ReceiverQueue(receiver_queue_size=0)
+    assert queue.initial_permits == 0
+    for i, (step, arg, granted, queued, freed) in enumerate(ZERO_PREFETCH_STEPS):
+        assert (_step(queue, step, arg), len(queue), queue.freed) == (granted, queued, freed), (
+            i,
+            step,
+        )
+
+
+def test_a_prefetching_queue_never_asks_one_by_one():
+    queue: ReceiverQueue[int] = ReceiverQueue(receiver_queue_size=3)
+    assert queue.initial_permits == 3 and queue.want_one() == 0
 
 
 def test_messages_come_out_in_arrival_order():
