@@ -108,6 +108,8 @@ class Administration:
             "topics.partitioned-stats": self.topics_partitioned_stats,
             "topics.last-message-id": self.topics_last_message_id,
             "topics.terminate": self.topics_terminate,
+            "topics.compact": self.topics_compact,
+            "topics.compaction-status": self.topics_compaction_status,
             "topics.expire-messages": self.topics_expire_messages,
             "topics.expire-messages-all-subscriptions": (
                 self.topics_expire_messages_all_subscriptions
@@ -230,6 +232,39 @@ class Administration:
             }
         ledger_id, entry_id = await terminate(persistent(await self.topics.existing_topic(name)))
         return {"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": name.partition_index}
+
+    async def topics_compact(self, topic: str) -> dict[str, Any]:
+        """Start compacting a topic (a partitioned one: every partition); the
+        run goes on in the background (``compaction-status``)."""
+        name = TopicName.parse(topic)
+        if not name.is_persistent:
+            raise BrokerError(
+                f"{name} is non-persistent: only persistent topics are compacted",
+                common_pb2.NOT_ALLOWED,
+            )
+        partitions = await self.namespaces.partitions_of(name)
+        if partitions:
+            return {
+                str(i): await self._each_topic("topics.compact", name.partition(i).full_name, {})
+                for i in range(partitions)
+            }
+        self.topics.compaction.trigger(persistent(await self.topics.existing_topic(name)))
+        return {"status": "RUNNING"}
+
+    async def topics_compaction_status(self, topic: str) -> dict[str, Any]:
+        """Pulsar's ``{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError"}``
+        (a partitioned topic: by partition index)."""
+        name = TopicName.parse(topic)
+        partitions = await self.namespaces.partitions_of(name)
+        if partitions:
+            return {
+                str(i): await self._each_topic(
+                    "topics.compaction-status", name.partition(i).full_name, {}
+                )
+                for i in range(partitions)
+            }
+        persistent(await self.topics.existing_topic(name))  # served here (else forwarded)
+        return await self.topics.compaction.status(name)
 
     async def topics_last_message_id(self, topic: str) -> dict[str, Any]:
         """The id of the last stored message (``entryId`` -1: nothing stored yet)."""

@@ -95,6 +95,8 @@ OPERATION_RULES: dict[str, Need] = {
     "topics.partitioned-stats": Need.LOOKUP,
     "topics.last-message-id": Need.CONSUME,
     "topics.terminate": _TENANT_ADMIN,
+    "topics.compact": _TENANT_ADMIN,
+    "topics.compaction-status": Need.LOOKUP,
     "topics.expire-messages": Need.CONSUME,
     "topics.expire-messages-all-subscriptions": Need.CONSUME,
     "schemas.get": Need.LOOKUP,

@@ -148,6 +148,15 @@ class ConsumerStream:
         sub_type = mode_of(SubscriptionType, req.sub_type, "subscription type")
         metadata = client_metadata(req.properties, self.topics.settings.max_client_properties_bytes)
         schema = from_data(req.schema) if req.HasField("schema") else None
+        if req.read_compacted and (
+            not name.is_persistent
+            or sub_type not in (SubscriptionType.EXCLUSIVE, SubscriptionType.FAILOVER)
+        ):
+            raise BrokerError(
+                "Read compacted can only be used with exclusive or failover persistent "
+                "subscriptions",
+                common_pb2.NOT_ALLOWED,
+            )
         topic = await self.topics.get_topic(name)
         version = await self.topics.schemas.admit_consumer(name, schema, topic.policies)
         mark_delete = None
@@ -170,6 +179,10 @@ class ConsumerStream:
         )
         consumer.metadata = metadata
         consumer.schema_version = version
+        if req.read_compacted:
+            compaction = self.topics.compaction
+            sub.compacted = lambda: compaction.view(name)
+            sub.dispatcher.trigger()
         return topic, sub, consumer
 
 

@@ -59,6 +59,19 @@ class PositionRangeSet:
             end = self._ranges.pop(above)
         self._ranges[start] = end
 
+    def add_range(self, start: Position, end: Position) -> None:
+        """Every position from ``start`` to ``end`` (one ledger), merged with
+        the ranges it overlaps or touches."""
+        assert start[0] == end[0] and start <= end, (start, end)
+        lo, hi = start, end
+        below = self._floor(start)
+        if below is not None and below[1][0] == start[0] and below[1][1] >= start[1] - 1:
+            lo, hi = below[0], max(hi, below[1])
+            del self._ranges[below[0]]
+        for s in list(self._ranges.irange(start, (end[0], end[1] + 1))):
+            hi = max(hi, self._ranges.pop(s))
+        self._ranges[lo] = hi
+
     def range_starting_at(self, pos: Position) -> Position | None:
         return self._ranges.get(pos)
 
@@ -128,6 +141,25 @@ class CursorState:
         self._advance(next_position)
         self._forget_acked_masks()
         return True
+
+    def ack_spans(
+        self, spans: list[tuple[Position, Position]], next_position: NextPosition
+    ) -> bool:
+        """Acknowledge whole ranges (one ledger each) at once: what a reader of
+        a compacted view skips. True if the state changed."""
+        changed = False
+        for start, end in spans:
+            mark = self.mark_delete_position
+            if end <= mark:
+                continue
+            if start <= mark:  # then mark is in this span's ledger: clip to after it
+                start = (start[0], mark[1] + 1)
+            self.individually_deleted.add_range(start, end)
+            changed = True
+        if changed:
+            self._advance(next_position)
+            self._forget_acked_masks()
+        return changed
 
     def ack_cumulative(self, pos: Position, next_position: NextPosition) -> bool:
         if pos <= self.mark_delete_position:

@@ -34,12 +34,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from sortedcontainers import SortedSet
 
 from broker import rate_limits
+from broker.compaction_plan import CompactedSource, skipped_spans
 from broker.consumer import Consumer, Deliveries
 from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.dispatch_rules import (
@@ -97,6 +99,8 @@ class DispatchContext(Protocol):
     settings: BrokerSettings
     batch_index_acks: bool
     throttles: tuple[Throttle, ...]  # dispatch rates in force (broker.rate_limits)
+    # Reads the topic's compacted view first (is_read_compacted), else None.
+    compacted: Callable[[], Awaitable[CompactedSource | None]] | None
 
     @property
     def label(self) -> str:
@@ -326,9 +330,18 @@ class Dispatcher:
         ledger = self.sub.ledger
         return ledger.has_entry(ledger.normalize(self.sub.cursor.read_position))
 
-    def _send(self, consumer: Consumer, batch: Batch) -> None:
+    def _send(
+        self, consumer: Consumer, batch: Batch, left_out: dict[Position, int] | None = None
+    ) -> None:
+        """Deliver ``batch``; ``left_out`` adds batch indexes a compacted view
+        does not hold, delivered as acknowledged ones are."""
         pending = self.sub.pending
         masks = self.sub.cursor.state.batch_acked if self.sub.batch_index_acks else None
+        if left_out:
+            masks = {
+                **(masks or {}),
+                **{p: m | (masks or {}).get(p, 0) for p, m in left_out.items()},
+            }
         out = Deliveries(acked_batch_indexes=[] if masks is not None else None)
         sent = size = 0
         for pos, data, n in batch:
@@ -391,12 +404,15 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         pending = self.sub.pending
         if consumer is None or not self._can_take(consumer) or pending.check_subscription_blocked():
             return False
-        if not self._has_fresh():
+        view = await self._compacted_view()
+        if view is None and not self._has_fresh():
             return False
         count = min(self.max_entries, max(consumer.permits, 1), pending.allowance(consumer))
         if count <= 0:
             return False
         epoch = self._epoch
+        if view is not None:
+            return await self._dispatch_compacted(consumer, view, count, epoch)
         cursor = self.sub.cursor
         entries = await self.sub.ledger.read_entries(cursor.read_position, count, self.max_bytes)
         if not entries or consumer is not self.active or consumer.closed or epoch != self._epoch:
@@ -407,6 +423,56 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         for target, batch in plan.items():
             self._send(target, batch)
         return True
+
+    async def _compacted_view(self) -> CompactedSource | None:
+        """The compacted view to read from now: the subscription reads
+        compacted and its read position is not past the view's horizon."""
+        source = self.sub.compacted
+        if source is None:
+            return None
+        view = await source()
+        if view is None or self.sub.cursor.read_position > view.horizon:
+            return None
+        return view
+
+    async def _dispatch_compacted(
+        self, consumer: Consumer, view: CompactedSource, count: int, epoch: int
+    ) -> bool:
+        """Deliver from the compacted view; what it left out counts as
+        acknowledged, and once it is read through the live topic goes on
+        after its horizon."""
+        cursor, ledger = self.sub.cursor, self.sub.ledger
+        found = await view.read(cursor.read_position, count)
+        if consumer is not self.active or consumer.closed or epoch != self._epoch:
+            return False
+        previous = ledger.before(cursor.read_position)
+        batch, left_out = [], {}
+        for ce in found:
+            self._skip(previous, ce.position)
+            previous = ce.position
+            cursor.read_position = ledger.next_position(ce.position)
+            if cursor.is_acked(ce.position):
+                continue
+            n = entry_facts(ce.entry).messages
+            batch.append((ce.position, ce.entry, n))
+            if mask := ce.skipped_mask(n):
+                left_out[ce.position] = mask
+        if len(found) < count:  # read through: on with the live topic
+            after = ledger.next_position(view.horizon)
+            self._skip(previous, after)
+            cursor.read_position = after
+        if batch:
+            candidates = [Candidate(item, 0, item[2]) for item in batch]
+            plan = assign(candidates, SingleActiveRule(consumer), self._room([consumer])).plan
+            for target, items in plan.items():
+                self._send(target, items, left_out)
+        return True
+
+    def _skip(self, after: Position, before: Position) -> None:
+        ledger = self.sub.ledger
+        spans = skipped_spans(after, before, ledger.ledger_ids, ledger.last_entry_of)
+        if spans:
+            self.sub.cursor.ack_spans(spans)
 
 
 class SharedDispatcher(Dispatcher):

@@ -1,7 +1,7 @@
 """The broker's periodic checks over the topics it serves, each at its own
 interval setting (Pulsar's defaults): idle ledger rollover, retention,
-message expiry (TTL), backlog quotas, subscription expiration and inactive
-topics. Each check is bounded by the topics served here; one topic failing
+message expiry (TTL), backlog quotas, subscription expiration, inactive
+topics and automatic compaction. Each check is bounded by the topics served here; one topic failing
 is logged and the others go on. The decisions are made elsewhere
 (:mod:`broker.ledger_rules`, :mod:`broker.expiry`, :mod:`broker.backlog_quota`,
 :mod:`broker.inactivity`); these loops only run them.
@@ -15,10 +15,11 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from broker.compaction import COMPACTION_SUBSCRIPTION
 from broker.expiry import expire_topic
 from broker.inactivity import subscription_expired, topic_inactive
 from broker.quota_enforcement import QuotaGuard
-from broker.stats import subscription_backlog
+from broker.stats import storage_of, subscription_backlog
 from broker.topic import Topic, TopicBase
 from broker.topics import TopicRegistry
 
@@ -42,6 +43,7 @@ class Housekeeping:
             (s.backlog_quota_check_interval_s, self._backlog_quota),
             (s.subscription_expiry_check_interval_s, self._subscription_expiry),
             (s.inactive_topic_check_interval_s, self._inactive_topic),
+            (s.broker_service_compaction_monitor_interval_in_seconds, self._compaction),
         ]
         idle = s.managed_ledger_inactive_ledger_rollover_seconds
         if idle > 0:
@@ -92,6 +94,27 @@ class Housekeeping:
                     "%s: subscription %s expired (%d minutes idle)", topic.name, sub.name, minutes
                 )
                 await topic.delete_subscription(sub, force=False)
+
+    async def _compaction(self, topic: TopicBase) -> None:
+        """Compact a topic once more bytes than its compaction threshold are
+        not compacted yet: the backlog of its ``__compaction`` subscription,
+        or everything stored before the first run (Pulsar's rule)."""
+        threshold = topic.policies.compaction_threshold_bytes
+        compaction = self.registry.compaction
+        if threshold <= 0 or not isinstance(topic, Topic) or compaction.running(topic.name):
+            return
+        storage, entries = storage_of(topic)
+        sub = topic.subscriptions.get(COMPACTION_SUBSCRIPTION)
+        if sub is not None and entries:
+            storage = int(subscription_backlog(sub).entries * storage / entries)
+        if storage > threshold:
+            log.info(
+                "%s: %d bytes not compacted (threshold %d): compacting",
+                topic.name,
+                storage,
+                threshold,
+            )
+            compaction.trigger(topic)
 
     async def _inactive_topic(self, topic: TopicBase) -> None:
         policy = topic.policies.inactive_topic_policies

@@ -108,6 +108,12 @@ class ManagedCursor:
             if first is not None and self.state.mark_delete_position[0] > first:
                 self.ledger.maybe_trim()
 
+    def ack_spans(self, spans: list[tuple[Position, Position]]) -> None:
+        """Ranges of positions acknowledged without being delivered (what a
+        compacted view leaves out)."""
+        if self.state.ack_spans(spans, self.ledger.next_position):
+            self._mark_dirty()
+
     def ack_batch_indexes(self, pos: Position, batch_size: int, indexes: list[int]) -> bool:
         """Acknowledge messages of a batch; True if that completed the entry."""
         if self.state.ack_batch_indexes(pos, batch_size, indexes, self.ledger.next_position):

@@ -98,6 +98,7 @@ class Policies:
     max_unacked_messages_per_subscription: int | None = None
     inactive_topic_policies: InactiveTopicPolicies | None = None
     schema_compatibility_strategy: Strategy | None = None
+    compaction_threshold_bytes: int | None = None
     # Namespace level only:
     max_topics_per_namespace: int | None = None
     auto_topic_creation: AutoTopicCreation | None = None
@@ -153,6 +154,7 @@ class AppliedPolicies:
     max_unacked_messages_per_subscription: int
     inactive_topic_policies: InactiveTopicPolicies
     schema_compatibility_strategy: Strategy
+    compaction_threshold_bytes: int
     max_topics_per_namespace: int
     auto_topic_creation: AutoTopicCreation
     auto_subscription_creation: bool
@@ -312,6 +314,11 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "schema_compatibility_strategy", "schema_compatibility_strategy",
         "schema-compatibility-strategy", _read_strategy, lambda v: v.name,
         lambda s: _read_strategy(s.schema_compatibility_strategy),
+    ),
+    PolicyField(
+        "compaction_threshold_bytes", "compaction_threshold", "compaction-threshold",
+        read_limit("compaction threshold"), as_is,
+        lambda s: s.broker_service_compaction_threshold_in_bytes,
     ),
     PolicyField(
         "max_topics_per_namespace", "max_topics_per_namespace", "max-topics-per-namespace",

@@ -96,6 +96,22 @@ class BrokerSettings:
     max_schema_versions_per_topic: int = setting(
         1000, "Schema versions (deletions included) one topic may have; more are refused."
     )
+    compaction_max_keys: int = setting(
+        1000000,
+        "Live keys one compaction run may track; a topic with more fails its run (nothing "
+        "changes). Each key costs about 200 bytes during a run.",
+    )
+    compaction_read_batch_entries: int = setting(
+        1000, "Entries a compaction reads, or writes to its ledger, per call."
+    )
+    broker_service_compaction_threshold_in_bytes: int = setting(
+        0,
+        "Compact a topic automatically once this many bytes are not compacted yet (0 = off); a "
+        "namespace's or topic's compaction-threshold policy overrides it.",
+    )
+    broker_service_compaction_monitor_interval_in_seconds: int = setting(
+        60, "How often the broker checks its topics against their compaction threshold."
+    )
     broker_deduplication_enabled: bool = setting(
         False,
         "Drop resent messages (same producer name and sequence id); a namespace's "

@@ -16,8 +16,9 @@ rule: there is no order to acknowledge up to).
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker import rate_limits
 from broker.consumer import Consumer, Sink
@@ -113,6 +114,8 @@ class Subscription:
         self.own_throttle: Throttle | None = None
         self._own_rate: DispatchRate | None = None
         self.throttles: tuple[Throttle, ...] = ()
+        # Set when a consumer subscribes with is_read_compacted (broker.compaction).
+        self.compacted: Callable[[], Awaitable[Any]] | None = None
         self._set_throttles(topic.policies, first=True)
         self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
         self.metrics = topic.metrics.subscription(name)

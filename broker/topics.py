@@ -24,6 +24,7 @@ import time
 
 from bookie.ledger_client import LedgerClient
 from broker.bundles import BundleRange
+from broker.compaction import CompactionService
 from broker.entry_cache import EntryCache
 from broker.errors import BrokerError
 from broker.ledger_rules import RolloverPolicy
@@ -72,6 +73,7 @@ class TopicRegistry:
         self.namespaces = namespaces
         self.ownership = ownership
         self.schemas = SchemaRegistry(metastore, settings.max_schema_versions_per_topic)
+        self.compaction = CompactionService(metastore, ledgers, settings)
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
         # Topics whose policies changed while they were loading (they read
@@ -279,6 +281,7 @@ class TopicRegistry:
                 await self.ledgers.delete_ledger(ledger_id)
             except Exception:
                 log.exception("deleting ledger %d of %s", ledger_id, name)
+        await self.compaction.forget(name)
         log.info("%s deleted", name)
 
     def topic_moved(self, topic: TopicBase, why: str) -> None:

@@ -214,6 +214,23 @@ def topics_terminate(service_url: str, topic: str) -> None:
     admin_call(service_url, lambda a: a.topics.terminate(topic))
 
 
+@click.command("compact")
+@click.argument("topic")
+@click.pass_obj
+def topics_compact(service_url: str, topic: str) -> None:
+    """Start compacting TOPIC (every partition of a partitioned one); see compaction-status."""
+    admin_call(service_url, lambda a: a.topics.compact(topic))
+
+
+@click.command("compaction-status")
+@click.argument("topic")
+@click.option("--wait-complete", "-w", is_flag=True, help="Wait while it is RUNNING.")
+@click.pass_obj
+def topics_compaction_status(service_url: str, topic: str, wait_complete: bool) -> None:
+    """Whether TOPIC's last compaction ran: NOT_RUN, RUNNING, SUCCESS or ERROR."""
+    admin_call(service_url, lambda a: a.topics.compaction_status(topic, wait=wait_complete))
+
+
 @click.command("stats-internal")
 @click.argument("topic")
 @click.pass_obj
@@ -287,6 +304,8 @@ TOPIC_COMMANDS = (
     topics_reset_cursor,
     topics_stats_internal,
     topics_terminate,
+    topics_compact,
+    topics_compaction_status,
 )
 
 

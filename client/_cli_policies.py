@@ -50,6 +50,7 @@ POLICIES: tuple[Policy, ...] = (
     Policy("auto-subscription-creation", "auto subscription creation override", False),
     Policy("subscription-expiration-time", "subscription expiration time in minutes", False),
     Policy("schema-compatibility-strategy", "schema compatibility strategy"),
+    Policy("compaction-threshold", "automatic compaction threshold in bytes"),
     Policy("is-allow-auto-update-schema", "schema auto update switch (true/false)", False),
     Policy("schema-validation-enforce", "schema validation switch (true/false)", False),
 )
@@ -98,6 +99,7 @@ SETTERS: tuple[tuple[Callable[[Level], click.Command], bool], ...] = (
     (setters.set_auto_subscription_creation, False),
     (setters.set_subscription_expiration_time, False),
     (setters.set_schema_compatibility_strategy, True),
+    (setters.set_compaction_threshold, True),
     (setters.set_is_allow_auto_update_schema, False),
     (setters.set_schema_validation_enforce, False),
 )

@@ -504,3 +504,21 @@ set_schema_validation_enforce = _schema_switch(
     "schema-validation-enforce",
     "Refuse producers without a schema on topics that have one",
 )
+
+
+def set_compaction_threshold(level: Level) -> click.Command:
+    @click.command(
+        "set-compaction-threshold",
+        short_help="Compact automatically past this backlog (--threshold).",
+        help=f"Compact a topic of {level.metavar} once this many bytes are not compacted yet "
+        "(0 = never; docs/compaction.md). " + _overrides(level),
+    )
+    @level.target
+    @click.option(
+        "--threshold", "-t", type=BYTES, required=True, help="10M, 1G, … (bare number: bytes)."
+    )
+    @click.pass_obj
+    def command(service_url: str, target: str, threshold: int) -> None:
+        level.call(service_url, lambda v: v.set_policy(target, "compaction-threshold", threshold))
+
+    return command

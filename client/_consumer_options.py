@@ -190,10 +190,14 @@ def _check_schema(o: ConsumerOptions) -> None:
     check_schema(o.schema, producer=False)
 
 
-def _check_not_yet(o: ConsumerOptions) -> None:
-    if o.is_read_compacted:
+def _check_read_compacted(o: ConsumerOptions) -> None:
+    if o.is_read_compacted and o.consumer_type not in (
+        ConsumerType.Exclusive,
+        ConsumerType.Failover,
+    ):
         raise InvalidConfiguration(
-            "is_read_compacted=True: topic compaction is not in Magnetar yet"
+            "Read compacted can only be used with exclusive or failover persistent "
+            f"subscriptions, not {o.consumer_type.name}"
         )
 
 
@@ -216,7 +220,7 @@ _CHECKS: tuple[Callable[[ConsumerOptions], None], ...] = (
     _check_regex_subscription,
     _check_subscription,
     _check_ack_grouping,
-    _check_not_yet,
+    _check_read_compacted,
     _check_schema,
 )
 
@@ -284,5 +288,6 @@ def subscribe_request(
                 for k, v in sorted((opts.properties or {}).items())
             ],
             schema=schema_data(opts.schema),
+            read_compacted=bool(opts.is_read_compacted),
         )
     )

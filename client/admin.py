@@ -37,6 +37,7 @@ from typing import Any
 import grpc
 
 from client._admin_bookies import BookieVerbs
+from client._admin_compaction import CompactionVerbs
 from client._admin_permissions import NamespacePermissionVerbs, TopicPermissionVerbs
 from client._admin_policies import PolicyVerbs
 from client._admin_schemas import SchemaVerbs
@@ -141,7 +142,7 @@ class _Tenants:
         )
 
 
-class _Topics(TopicPermissionVerbs, PolicyVerbs):
+class _Topics(TopicPermissionVerbs, PolicyVerbs, CompactionVerbs):
     _level = "topic"
 
     def __init__(self, admin: Admin) -> None:

@@ -1,25 +1,18 @@
-"""Batch payload compression (one codec call per entry, never per message).
-
-Codecs: LZ4 (``lz4.block``, raw block, size known from the metadata), ZLIB
-(standard library), ZSTD (``zstandard``), SNAPPY (``cramjam``, a maintained
-Rust binding; raw snappy blocks). The type and the uncompressed size travel
-in the entry's metadata, so a consumer decompresses whatever it receives
-whatever its own settings; the broker never decompresses.
+"""Batch payload compression for the SDK: ``protos.compression``'s codecs
+with the SDK's names (a payload that does not decode is InvalidMessage).
+The type and the uncompressed size travel in the entry's metadata, so a
+consumer decompresses whatever it receives whatever its own settings.
 """
 
 from __future__ import annotations
 
-import zlib
-
-import cramjam
-import lz4.block
-import zstandard
-
 from client.enums import CompressionType
 from client.exceptions import InvalidMessage
 from protos import common_pb2
+from protos import compression as _codecs
+from protos.compression import compress
 
-_ZSTD_LEVEL = 3
+__all__ = ["compress", "decompress", "wire_type"]
 
 _WIRE = {
     CompressionType.NONE: common_pb2.NONE,
@@ -34,39 +27,9 @@ def wire_type(kind: CompressionType) -> int:
     return _WIRE[kind]
 
 
-def compress(wire: int, data: bytes) -> bytes:
-    if wire == common_pb2.NONE:
-        return data
-    if wire == common_pb2.LZ4:
-        return lz4.block.compress(data, store_size=False)
-    if wire == common_pb2.ZLIB:
-        return zlib.compress(data)
-    if wire == common_pb2.ZSTD:
-        return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
-    if wire == common_pb2.SNAPPY:
-        return bytes(cramjam.snappy.compress_raw(data))
-    raise ValueError(f"unknown compression type {wire}")
-
-
 def decompress(wire: int, data: bytes | memoryview, size: int) -> bytes:
     """``data`` back to its ``size`` bytes; InvalidMessage if it does not decode."""
-    if wire == common_pb2.NONE:
-        return bytes(data)
     try:
-        if wire == common_pb2.LZ4:
-            out = lz4.block.decompress(bytes(data), uncompressed_size=size)
-        elif wire == common_pb2.ZLIB:
-            out = zlib.decompress(data, bufsize=max(size, 1))
-        elif wire == common_pb2.ZSTD:
-            out = zstandard.ZstdDecompressor().decompress(bytes(data), max_output_size=size)
-        elif wire == common_pb2.SNAPPY:
-            out = bytes(cramjam.snappy.decompress_raw(bytes(data)))
-        else:
-            raise InvalidMessage(f"unknown compression type {wire}")
-    except InvalidMessage:
-        raise
-    except Exception as exc:
-        raise InvalidMessage(f"payload does not decompress ({wire}): {exc}") from None
-    if len(out) != size:
-        raise InvalidMessage(f"payload decompressed to {len(out)} bytes, metadata says {size}")
-    return out
+        return _codecs.decompress(wire, data, size)
+    except _codecs.PayloadError as exc:
+        raise InvalidMessage(exc.message) from None

@@ -217,7 +217,7 @@ class ProducerResponse(_message.Message):
     def __init__(self, created: _Optional[_Union[ProducerCreated, _Mapping]] = ..., receipts: _Optional[_Union[SendReceipts, _Mapping]] = ..., send_error: _Optional[_Union[SendError, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class Subscribe(_message.Message):
-    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive", "key_shared", "properties", "schema")
+    __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive", "key_shared", "properties", "schema", "read_compacted")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SUB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +230,7 @@ class Subscribe(_message.Message):
     KEY_SHARED_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    READ_COMPACTED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     subscription: str
     sub_type: SubType
@@ -242,7 +243,8 @@ class Subscribe(_message.Message):
     key_shared: KeySharedMeta
     properties: _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]
     schema: _common_pb2.SchemaData
-    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ..., key_shared: _Optional[_Union[KeySharedMeta, _Mapping]] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., schema: _Optional[_Union[_common_pb2.SchemaData, _Mapping]] = ...) -> None: ...
+    read_compacted: bool
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ..., sub_type: _Optional[_Union[SubType, str]] = ..., initial_position: _Optional[_Union[InitialPositionType, str]] = ..., consumer_name: _Optional[str] = ..., durable: _Optional[bool] = ..., priority_level: _Optional[int] = ..., start_message_id: _Optional[_Union[_common_pb2.MessageIdData, _Mapping]] = ..., start_message_id_inclusive: _Optional[bool] = ..., key_shared: _Optional[_Union[KeySharedMeta, _Mapping]] = ..., properties: _Optional[_Iterable[_Union[_common_pb2.KeyValue, _Mapping]]] = ..., schema: _Optional[_Union[_common_pb2.SchemaData, _Mapping]] = ..., read_compacted: _Optional[bool] = ...) -> None: ...
 
 class KeySharedMeta(_message.Message):
     __slots__ = ("mode", "allow_out_of_order_delivery", "range_starts", "range_ends")

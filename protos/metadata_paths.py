@@ -28,6 +28,7 @@ topics are :class:`~protos.topic_name.TopicName` values.
     /dedup/{tenant}/{ns}/{domain}/{topic}                    deduplication snapshot
     /terminated/{tenant}/{ns}/{domain}/{topic}               a terminated topic's last position
     /schemas/{tenant}/{ns}/{domain}/{topic}/{version}        a topic's schema versions
+    /compaction/{tenant}/{ns}/{domain}/{topic}               a topic's compacted ledger and horizon
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ BUNDLE_DATA = "/loadbalance/bundle-data/"
 DEDUP = "/dedup"
 TERMINATED = "/terminated"
 SCHEMAS = "/schemas"
+COMPACTION = "/compaction"
 
 
 def tenant(name: str) -> str:
@@ -165,6 +167,10 @@ def dedup_snapshot(name: TopicName) -> str:
 
 def terminated(name: TopicName) -> str:
     return f"{TERMINATED}/{name.persistence_path}"
+
+
+def compaction(name: TopicName) -> str:
+    return f"{COMPACTION}/{name.persistence_path}"
 
 
 def schemas(name: TopicName) -> str:

@@ -39,6 +39,7 @@ TOPIC_POLICIES = (
     "max-unacked-messages-per-subscription",
     "inactive-topic-policies",
     "schema-compatibility-strategy",
+    "compaction-threshold",
 )
 NAMESPACE_POLICIES = (
     *TOPIC_POLICIES,
@@ -104,6 +105,8 @@ ADMIN_VERBS = {
         "stats",
         "stats-internal",
         "terminate",
+        "compact",
+        "compaction-status",
         "unsubscribe",
         *_policy_verbs(TOPIC_POLICIES),
     },

@@ -106,6 +106,7 @@ ROUND_TRIPS: list[tuple[str, Any]] = [
     ("subscription-expiration-time", 1440),
     ("max-topics-per-namespace", 100),
     ("schema-compatibility-strategy", "FORWARD_TRANSITIVE"),
+    ("compaction-threshold", 104857600),
     ("is-allow-auto-update-schema", False),
     ("schema-validation-enforce", True),
 ]
