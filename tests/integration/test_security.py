@@ -36,6 +36,7 @@ from protos import (
     bookie_pb2_grpc,
     broker_pb2,
     broker_pb2_grpc,
+    common_pb2,
     metastore_pb2,
     metastore_pb2_grpc,
 )
@@ -185,6 +186,13 @@ def _broker_rows(n: int) -> dict[str, Row]:
             ),
             "alice",
             "mallory",
+        ),
+        "Broker/GetSchema": Row(
+            _unary(stub, "GetSchema", broker_pb2.GetSchemaRequest(topic=TOPIC, version=-1)),
+            "reader",
+            "mallory",
+            # Authorized, it answers; TOPIC has no schema, so that answer is NOT_FOUND.
+            lambda answer: answer.error.code in (0, common_pb2.NOT_FOUND),
         ),
         "Broker/GetTopicsOfNamespace": Row(
             _unary(stub, "GetTopicsOfNamespace", broker_pb2.TopicsOfNamespaceRequest(namespace=NS)),
