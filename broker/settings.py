@@ -102,7 +102,9 @@ class BrokerSettings:
         "changes). Each key costs about 200 bytes during a run.",
     )
     compaction_read_batch_entries: int = setting(
-        1000, "Entries a compaction reads, or writes to its ledger, per call."
+        100,
+        "Entries a compaction reads, or writes to its ledger, per call (one bookie answer "
+        "carries them all: keep entries x size under gRPC's 16 MiB message limit).",
     )
     broker_service_compaction_threshold_in_bytes: int = setting(
         0,

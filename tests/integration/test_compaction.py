@@ -9,9 +9,11 @@ middle of a run leaves the previous view whole."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 
+import grpc
 import pytest
 
 from client import (
@@ -25,6 +27,8 @@ from client import (
     Timeout,
 )
 from client.admin import Admin
+from protos import metadata_paths, metastore_pb2, metastore_pb2_grpc
+from protos.topic_name import TopicName
 from tests.harness import StandaloneCluster, wait_for
 
 _n = itertools.count()
@@ -32,6 +36,20 @@ _n = itertools.count()
 
 def _topic() -> str:
     return f"persistent://public/default/compact-{next(_n)}-{os.getpid()}"
+
+
+def _get(cluster: StandaloneCluster, key: str) -> bytes | None:
+    with grpc.insecure_channel(cluster.endpoints["metastore"]) as ch:
+        resp = metastore_pb2_grpc.MetastoreStub(ch).Get(
+            metastore_pb2.GetRequest(key=key), timeout=10
+        )
+    return bytes(resp.record.value) if resp.found else None
+
+
+def _record(cluster: StandaloneCluster, topic: str) -> dict:
+    """The topic's compaction record in the metastore ({} when none)."""
+    found = _get(cluster, metadata_paths.compaction(TopicName.parse(topic)))
+    return json.loads(found) if found else {}
 
 
 def _compact(admin: Admin, topic: str) -> None:
@@ -206,34 +224,37 @@ def test_a_broker_killed_during_a_run_leaves_the_previous_view(tmp_path):
     try:
         topic = _topic()
         with Client(cluster.service_url) as c, Admin(cluster.service_url) as admin:
-            p = c.create_producer(topic, batching_enabled=False)
+            p = c.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
             for i in range(20):
                 p.send(f"first-{i}".encode(), partition_key=f"k{i % 4}")
             _compact(admin, topic)
             first_view = _read_all(c, topic)
-            for i in range(3000):  # enough that the next run takes a while
+            for i in range(20000):  # the next run takes a while: it is killed in it
                 p.send_async(f"second-{i}".encode(), None, partition_key=f"k{i % 4}")
             p.flush()
             admin.topics.compact(topic)
+            # Killed once the run has named the ledger it is writing.
+            wait_for(lambda: _record(cluster, topic).get("pending", -1) >= 0, 30, "the run")
+            pending = _record(cluster, topic)["pending"]
             broker = cluster.endpoints["pids"]["broker"]
             os.kill(broker, signal.SIGKILL)
-        wait_for(
-            lambda: (
-                cluster.endpoints["pids"]["broker"] != broker
-                and cluster.endpoints["states"]["broker"] == "running"
-            ),
-            60,
-            "the supervisor to restart the broker",
-        )
+
+        def restarted() -> bool:
+            now = json.loads((cluster.data_dir / "endpoints.json").read_text())
+            return bool(now["pids"]["broker"] != broker and now["states"]["broker"] == "running")
+
+        wait_for(restarted, 60, "the supervisor to restart the broker")
         with Client(cluster.service_url) as c, Admin(cluster.service_url) as admin:
             status = admin.topics.compaction_status(topic)
-            assert status["status"] in ("SUCCESS", "ERROR"), status  # never RUNNING: it stopped
-            view = _read_all(c, topic, limit=5000)
-            # Either the old view whole (then the live rest), or the new one: never half.
-            keys_up_to_horizon = [k for k, v, _ in view if v.startswith(b"first")]
-            assert keys_up_to_horizon in ([k for k, _, _ in first_view], [])
+            assert status["status"] == "ERROR" and "interrupted" in status["lastError"], status
+            # The previous view, whole, then the live topic after its horizon.
+            view = _read_all(c, topic, limit=30000)
+            assert view[: len(first_view)] == first_view
+            assert len(view) == len(first_view) + 20000
             _compact(admin, topic)
+            assert _get(cluster, metadata_paths.ledger(pending)) is None  # the garbage went
+            assert _record(cluster, topic)["pending"] == -1
             final = {k: v for k, v, _ in _read_all(c, topic)}
-            assert final == {f"k{k}": f"second-{2996 + k}".encode() for k in range(4)}
+            assert final == {f"k{k}": f"second-{19996 + k}".encode() for k in range(4)}
     finally:
         cluster.stop()
