@@ -18,8 +18,10 @@ ledger's horizon up to the last entry stored when the run began — twice:
 
 The table is bounded by ``max_keys`` (the ``compaction_max_keys`` setting):
 a topic with more live keys fails the run with :class:`CompactionError` and
-nothing changes. Chunked messages are not part of the view (as with
-Pulsar's compactor): their chunks are treated as messages without a key.
+nothing changes. As in Pulsar, an empty value counts as a tombstone too.
+Chunked messages are not part of the view (as with Pulsar's compactor):
+their chunks are treated as messages without a key, and so is an entry
+that does not decode (a producer's garbage must not stop every later run).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from protos.entry import iter_batch, split_entry
 
 Position = tuple[int, int]
 Decompress = Callable[[int, memoryview, int], bytes]
+COMPACTION_SUBSCRIPTION = "__compaction"  # the compactor's progress (Pulsar's name)
 
 _HEADER = struct.Struct(">qqI")  # original ledger id, entry id, count of kept indexes
 _INDEX = struct.Struct(">I")
@@ -42,9 +45,13 @@ _INDEX = struct.Struct(">I")
 class CompactedSource(Protocol):
     """A topic's compacted view as a dispatcher reads it (broker.compaction)."""
 
+    ledger_id: int
     horizon: Position
+    positions: list[Position]
 
-    async def read(self, start: Position, max_entries: int) -> list[CompactedEntry]: ...
+    def index_after(self, pos: Position) -> int: ...
+
+    async def read(self, first: int, max_entries: int) -> list[CompactedEntry]: ...
 
 
 class CompactionError(Exception):
@@ -58,24 +65,32 @@ class MessageFacts:
     null_value: bool  # a tombstone
 
 
-def messages_of(entry: bytes, decompress: Decompress) -> list[MessageFacts]:
-    """What compaction needs of each message of a stored entry."""
+def messages_of(entry: bytes, decompress: Decompress, max_size: int) -> list[MessageFacts]:
+    """What compaction needs of each message of a stored entry; an entry
+    that does not decode (or claims more than ``max_size`` bytes
+    uncompressed) is one message without a key."""
     try:
         meta, payload = split_entry(entry)
-    except Exception as exc:
-        raise CompactionError(f"an entry does not decode: {exc}") from None
-    if meta.num_chunks_from_msg > 1:
+        if meta.num_chunks_from_msg > 1:
+            return [MessageFacts(-1, None, False)]
+        if not meta.HasField("num_messages_in_batch"):
+            key = meta.partition_key if meta.HasField("partition_key") else None
+            size = meta.uncompressed_size if meta.HasField("uncompressed_size") else len(payload)
+            return [MessageFacts(-1, key, meta.null_value or size == 0)]
+        if meta.compression != common_pb2.NONE:
+            if not 0 <= meta.uncompressed_size <= max_size:
+                return [MessageFacts(-1, None, False)]
+            payload = memoryview(decompress(meta.compression, payload, meta.uncompressed_size))
+        return [
+            MessageFacts(
+                i,
+                smm.partition_key if smm.HasField("partition_key") else None,
+                smm.null_value or smm.payload_size == 0,
+            )
+            for i, (smm, _) in enumerate(iter_batch(payload, meta.num_messages_in_batch))
+        ]
+    except Exception:  # garbage from a producer: not part of the view
         return [MessageFacts(-1, None, False)]
-    if not meta.HasField("num_messages_in_batch"):
-        key = meta.partition_key if meta.HasField("partition_key") else None
-        return [MessageFacts(-1, key, meta.null_value)]
-    if meta.compression != common_pb2.NONE:
-        payload = memoryview(decompress(meta.compression, payload, meta.uncompressed_size))
-    out = []
-    for i, (smm, _) in enumerate(iter_batch(payload, meta.num_messages_in_batch)):
-        key = smm.partition_key if smm.HasField("partition_key") else None
-        out.append(MessageFacts(i, key, smm.null_value))
-    return out
 
 
 class KeyTable:
@@ -84,6 +99,7 @@ class KeyTable:
         self._latest: dict[str, tuple[Position, int]] = {}
         self.messages = 0  # read in phase one
         self.tombstones = 0
+        self.kept_messages = 0  # written in phase two
 
     def __len__(self) -> int:
         return len(self._latest)
@@ -107,13 +123,15 @@ class KeyTable:
     def kept(self, pos: Position, messages: list[MessageFacts]) -> list[int]:
         """Phase two: the batch indexes of the entry at ``pos`` still latest
         for their key (``[-1]`` for a one-message entry kept)."""
-        return [
+        kept = [
             m.batch_index
             for m in messages
             if m.key is not None
             and not m.null_value
             and self._latest.get(m.key) == (pos, m.batch_index)
         ]
+        self.kept_messages += len(kept)
+        return kept
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class Consumer:
     role: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)  # its properties
     schema_version: int | None = None  # its schema's registered version, if any
+    read_compacted: bool = False  # reads the topic's compacted view first
 
     def grant(self, permits: int) -> None:
         """The client can take ``permits`` more messages."""

@@ -181,7 +181,9 @@ class ConsumerStream:
         consumer.schema_version = version
         if req.read_compacted:
             compaction = self.topics.compaction
+            consumer.read_compacted = True
             sub.compacted = lambda: compaction.view(name)
+            sub.on_view_failed = lambda: compaction.forget_view(name)
             sub.dispatcher.trigger()
         return topic, sub, consumer
 

@@ -41,7 +41,8 @@ from typing import Protocol
 from sortedcontainers import SortedSet
 
 from broker import rate_limits
-from broker.compaction_plan import CompactedSource, skipped_spans
+from broker.compacted_read import CompactedRead
+from broker.compaction_plan import CompactedSource
 from broker.consumer import Consumer, Deliveries
 from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.dispatch_rules import (
@@ -101,6 +102,10 @@ class DispatchContext(Protocol):
     throttles: tuple[Throttle, ...]  # dispatch rates in force (broker.rate_limits)
     # Reads the topic's compacted view first (is_read_compacted), else None.
     compacted: Callable[[], Awaitable[CompactedSource | None]] | None
+
+    def skip_spans(self, spans: list[tuple[Position, Position]]) -> None: ...
+
+    def compacted_view_failed(self) -> None: ...
 
     @property
     def label(self) -> str:
@@ -365,6 +370,15 @@ class SingleActiveConsumerDispatcher(Dispatcher):
     def __init__(self, sub: DispatchContext, max_entries: int, max_bytes: int) -> None:
         super().__init__(sub, max_entries, max_bytes)
         self._last_active: Consumer | None = None
+        self._compacted = CompactedRead(sub, lambda data: entry_facts(data).messages)
+
+    def _rewind(self) -> None:
+        self._compacted.restart()
+        super()._rewind()
+
+    def reset(self) -> None:
+        self._compacted.restart()
+        super().reset()
 
     @property
     def active(self) -> Consumer | None:
@@ -404,7 +418,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         pending = self.sub.pending
         if consumer is None or not self._can_take(consumer) or pending.check_subscription_blocked():
             return False
-        view = await self._compacted_view()
+        view = await self._compacted.view(consumer)
         if view is None and not self._has_fresh():
             return False
         count = min(self.max_entries, max(consumer.permits, 1), pending.allowance(consumer))
@@ -424,55 +438,22 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             self._send(target, batch)
         return True
 
-    async def _compacted_view(self) -> CompactedSource | None:
-        """The compacted view to read from now: the subscription reads
-        compacted and its read position is not past the view's horizon."""
-        source = self.sub.compacted
-        if source is None:
-            return None
-        view = await source()
-        if view is None or self.sub.cursor.read_position > view.horizon:
-            return None
-        return view
-
     async def _dispatch_compacted(
         self, consumer: Consumer, view: CompactedSource, count: int, epoch: int
     ) -> bool:
-        """Deliver from the compacted view; what it left out counts as
-        acknowledged, and once it is read through the live topic goes on
-        after its horizon."""
-        cursor, ledger = self.sub.cursor, self.sub.ledger
-        found = await view.read(cursor.read_position, count)
+        """Deliver from the compacted view (broker.compacted_read)."""
+        found = await self._compacted.read(view, count)
+        if found is None:
+            return False
         if consumer is not self.active or consumer.closed or epoch != self._epoch:
             return False
-        previous = ledger.before(cursor.read_position)
-        batch, left_out = [], {}
-        for ce in found:
-            self._skip(previous, ce.position)
-            previous = ce.position
-            cursor.read_position = ledger.next_position(ce.position)
-            if cursor.is_acked(ce.position):
-                continue
-            n = entry_facts(ce.entry).messages
-            batch.append((ce.position, ce.entry, n))
-            if mask := ce.skipped_mask(n):
-                left_out[ce.position] = mask
-        if len(found) < count:  # read through: on with the live topic
-            after = ledger.next_position(view.horizon)
-            self._skip(previous, after)
-            cursor.read_position = after
+        batch, left_out = self._compacted.take(view, found, self.max_bytes)
         if batch:
             candidates = [Candidate(item, 0, item[2]) for item in batch]
             plan = assign(candidates, SingleActiveRule(consumer), self._room([consumer])).plan
             for target, items in plan.items():
                 self._send(target, items, left_out)
         return True
-
-    def _skip(self, after: Position, before: Position) -> None:
-        ledger = self.sub.ledger
-        spans = skipped_spans(after, before, ledger.ledger_ids, ledger.last_entry_of)
-        if spans:
-            self.sub.cursor.ack_spans(spans)
 
 
 class SharedDispatcher(Dispatcher):

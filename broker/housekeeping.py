@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from broker.compaction import COMPACTION_SUBSCRIPTION
+from broker.compaction_plan import COMPACTION_SUBSCRIPTION
 from broker.expiry import expire_topic
 from broker.inactivity import subscription_expired, topic_inactive
 from broker.quota_enforcement import QuotaGuard
@@ -88,6 +88,8 @@ class Housekeeping:
             return
         now = time.monotonic()
         for sub in list(topic.subscriptions.values()):
+            if sub.name == COMPACTION_SUBSCRIPTION:  # its hold on retention is the compactor's
+                continue
             idle_s = now - sub.last_active_s
             if subscription_expired(sub.cursor.durable, len(sub.consumers), idle_s, minutes):
                 log.info(

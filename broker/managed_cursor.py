@@ -113,6 +113,9 @@ class ManagedCursor:
         compacted view leaves out)."""
         if self.state.ack_spans(spans, self.ledger.next_position):
             self._mark_dirty()
+            first = self.ledger.ledger_ids[0] if self.ledger.ledger_ids else None
+            if first is not None and self.state.mark_delete_position[0] > first:
+                self.ledger.maybe_trim()
 
     def ack_batch_indexes(self, pos: Position, batch_size: int, indexes: list[int]) -> bool:
         """Acknowledge messages of a batch; True if that completed the entry."""

@@ -25,6 +25,7 @@ import logging
 import time
 
 from broker.backlog_quota import UNDER_QUOTA, Backlog, Verdict, eviction_point, judge
+from broker.compaction_plan import COMPACTION_SUBSCRIPTION
 from broker.errors import BrokerError
 from broker.expiry import expire_subscription
 from broker.policy_values import BacklogQuotaType
@@ -111,7 +112,8 @@ class QuotaGuard:
         topic = self.topic
         if kind is BacklogQuotaType.MESSAGE_AGE:
             for sub in list(topic.subscriptions.values()):
-                await expire_subscription(topic, sub, limit_s)
+                if sub.name != COMPACTION_SUBSCRIPTION:
+                    await expire_subscription(topic, sub, limit_s)
             return
         storage, entries = storage_of(topic)
         average = storage / entries if entries else 0.0
@@ -121,8 +123,8 @@ class QuotaGuard:
         ledger = topic.ledger
         ledgers = [(i, ledger.last_entry_of(i)) for i in ledger.ledger_ids]
         for sub in list(topic.subscriptions.values()):
-            if not sub.cursor.durable:
-                continue
+            if not sub.cursor.durable or sub.name == COMPACTION_SUBSCRIPTION:
+                continue  # (evicting the compactor's would lose what it has not compacted)
             point = eviction_point(ledgers, sub.cursor.state.mark_delete_position, keep)
             if point is not None:
                 log.info("%s: backlog quota evicts %s up to %s", topic.name, sub.name, point)

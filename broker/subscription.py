@@ -15,6 +15,7 @@ rule: there is no order to acknowledge up to).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from protos import common_pb2
 from protos.topic_name import TopicName
 
 Position = tuple[int, int]
+VIEW_RETRY_S = 1.0  # after a failed read of the compacted view
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,10 @@ class Subscription:
         self.own_throttle: Throttle | None = None
         self._own_rate: DispatchRate | None = None
         self.throttles: tuple[Throttle, ...] = ()
-        # Set when a consumer subscribes with is_read_compacted (broker.compaction).
+        # Set when a consumer subscribes with is_read_compacted (broker.compaction):
+        # the topic's compacted view, and what to do when reading it failed.
         self.compacted: Callable[[], Awaitable[Any]] | None = None
+        self.on_view_failed: Callable[[], None] | None = None
         self._set_throttles(topic.policies, first=True)
         self.dispatcher: Dispatcher = self._new_dispatcher(sub_type, self.key_shared)
         self.metrics = topic.metrics.subscription(name)
@@ -314,6 +318,18 @@ class Subscription:
         if unblock or self.pending.subscription_blocked:
             self.dispatcher.trigger()
         self.topic.on_acked()
+
+    def skip_spans(self, spans: list[tuple[Position, Position]]) -> None:
+        """Positions acknowledged without delivery: what a compacted view
+        leaves out, for a consumer reading it."""
+        self.cursor.ack_spans(spans)
+        self.topic.on_acked()
+
+    def compacted_view_failed(self) -> None:
+        """Read the view's record again, and dispatch again in a second."""
+        if self.on_view_failed is not None:
+            self.on_view_failed()
+        asyncio.get_running_loop().call_later(VIEW_RETRY_S, self.dispatcher.trigger)
 
     def ack_batch_indexes(
         self, acks: list[tuple[Position, int, list[int]]], consumer: Consumer

@@ -238,6 +238,7 @@ class TopicRegistry:
         for topic in topics:
             if self.topics.get(topic.name.full_name) is topic:
                 del self.topics[topic.name.full_name]
+            self.compaction.topic_closed(topic.name)
         for topic in topics:
             try:
                 await topic.close()

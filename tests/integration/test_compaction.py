@@ -258,3 +258,47 @@ def test_a_broker_killed_during_a_run_leaves_the_previous_view(tmp_path):
             assert final == {f"k{k}": f"second-{19996 + k}".encode() for k in range(4)}
     finally:
         cluster.stop()
+
+
+def test_the_view_outlives_the_ledgers_retention_deleted(tmp_path):
+    """After a run, retention may delete the ledgers the view's entries came
+    from: a new reader or read-compacted subscription from the earliest
+    message still reads every key's latest value."""
+    config = tmp_path / "magnetar.toml"
+    config.write_text(
+        "[broker]\nmanaged_ledger_max_entries_per_ledger = 10\n"
+        "managed_ledger_min_ledger_rollover_time_minutes = 0\n"
+    )
+    cluster = StandaloneCluster(tmp_path / "data", ["--config", str(config)]).start()
+    try:
+        topic = _topic()
+        with Client(cluster.service_url) as c, Admin(cluster.service_url) as admin:
+            everything = c.subscribe(topic, "everything", initial_position=InitialPosition.Earliest)
+            p = c.create_producer(topic, batching_enabled=False)
+            for i in range(50):
+                p.send(f"v{i}".encode(), partition_key=f"k{i % 5}")
+            for _ in range(50):
+                everything.acknowledge(everything.receive(timeout_millis=10000))
+            _compact(admin, topic)
+            p.send(b"live", partition_key="k0")  # a ledger after the horizon
+            first_view_ledgers = {
+                mid.ledger_id() for _, v, mid in _read_all(c, topic) if v != b"live"
+            }
+            wait_for(
+                lambda: (
+                    not first_view_ledgers
+                    & {entry["ledgerId"] for entry in admin.topics.stats_internal(topic)["ledgers"]}
+                ),
+                30,
+                "retention to delete the ledgers the view came from",
+            )
+            latest = {f"k{k}": f"v{45 + k}".encode() for k in range(5)}
+            view = _read_all(c, topic)
+            assert {k: v for k, v, _ in view[:-1]} == latest and view[-1][1] == b"live"
+            durable = c.subscribe(
+                topic, "late", initial_position=InitialPosition.Earliest, is_read_compacted=True
+            )
+            got = [durable.receive(timeout_millis=10000) for _ in range(6)]
+            assert [m.data() for m in got] == [v for _, v, _ in view]
+    finally:
+        cluster.stop()

@@ -105,6 +105,7 @@ def test_left_out_indexes_become_the_acknowledged_mask():
 
 
 def _batch_entry(keys: list[str | None], nulls: list[bool], compression: int) -> bytes:
+    """A batch entry of one-byte values ("v") with these keys and null flags."""
     records = []
     for key, null in zip(keys, nulls, strict=True):
         smm = common_pb2.SingleMessageMetadata(payload_size=1)
@@ -126,21 +127,32 @@ def _batch_entry(keys: list[str | None], nulls: list[bool], compression: int) ->
 @pytest.mark.parametrize("compression", [common_pb2.NONE, common_pb2.LZ4, common_pb2.ZSTD])
 def test_the_keys_of_a_batch_are_read_compressed_or_not(compression):
     entry = _batch_entry(["a", None, "b"], [False, False, True], compression)
-    assert messages_of(entry, decompress) == [
+    assert messages_of(entry, decompress, 1 << 20) == [
         MessageFacts(0, "a", False),
         MessageFacts(1, None, False),
         MessageFacts(2, "b", True),
     ]
 
 
-def test_a_plain_message_and_a_chunk():
+def test_a_plain_message_a_chunk_and_an_empty_value():
     meta = common_pb2.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
     meta.partition_key = "k"
-    assert messages_of(encode_entry(meta, b"x"), decompress) == [MessageFacts(-1, "k", False)]
+    assert messages_of(encode_entry(meta, b"x"), decompress, 100) == [MessageFacts(-1, "k", False)]
+    # An empty value is a tombstone too (Pulsar's compactor).
+    assert messages_of(encode_entry(meta, b""), decompress, 100) == [MessageFacts(-1, "k", True)]
     meta.num_chunks_from_msg = 3
-    assert messages_of(encode_entry(meta, b"x"), decompress) == [MessageFacts(-1, None, False)]
-    with pytest.raises(CompactionError):
-        messages_of(b"\xff\xff", decompress)
+    assert messages_of(encode_entry(meta, b"x"), decompress, 100) == [MessageFacts(-1, None, False)]
+
+
+def test_an_entry_that_does_not_decode_is_one_message_without_a_key():
+    keyless = [MessageFacts(-1, None, False)]
+    assert messages_of(b"\xff\xff", decompress, 100) == keyless
+    broken = bytearray(_batch_entry(["a"], [False], common_pb2.LZ4))
+    broken[-3:] = b"zzz"  # the compressed payload no longer decodes
+    assert messages_of(bytes(broken), decompress, 1 << 20) == keyless
+    # A batch that claims more than the bound uncompressed is not decompressed.
+    big = _batch_entry(["a", "b"], [False, False], common_pb2.ZSTD)
+    assert messages_of(big, decompress, 10) == keyless
 
 
 # (after, before, the topic's ledgers with their last entry ids, the spans between)
