@@ -28,6 +28,37 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def _listen(
+    closed: Callable[[], bool],
+    take: Callable[[], Message],
+    deliver: Callable[[Message], Any],
+    resumed: threading.Event | None,
+    what: str,
+) -> threading.Thread:
+    """A listener's thread: ``deliver`` each message ``take`` gives (it raises
+    Timeout when none came) while not ``closed`` and, with ``resumed``, while
+    it is set; an exception in ``deliver`` is logged and the next goes on."""
+
+    def run() -> None:
+        while not closed():
+            if resumed is not None and not resumed.wait(0.2):
+                continue
+            try:
+                msg = take()
+            except Timeout:
+                continue
+            except MagnetarError:
+                return
+            try:
+                deliver(msg)
+            except Exception:
+                log.exception("%s failed on %s", what, msg.message_id())
+
+    thread = threading.Thread(target=run, name=f"magnetar-{what}", daemon=True)
+    thread.start()
+    return thread
+
+
 class _LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -173,25 +204,14 @@ class Consumer:
         message; an exception in it is logged and the next message follows."""
         self._resumed = threading.Event()
         self._resumed.set()
-
-        def run() -> None:
-            engine = self._engine
-            while not engine.closed:
-                if not self._resumed.wait(0.2):
-                    continue
-                try:
-                    msg = engine.receive_blocking(200)
-                except Timeout:
-                    continue
-                except MagnetarError:
-                    return
-                try:
-                    listener(self, msg)
-                except Exception:
-                    log.exception("message_listener failed on %s", msg.message_id())
-
-        self._listener = threading.Thread(target=run, name="magnetar-listener", daemon=True)
-        self._listener.start()
+        engine = self._engine
+        self._listener = _listen(
+            lambda: engine.closed,
+            lambda: engine.receive_blocking(200),
+            lambda msg: listener(self, msg),
+            self._resumed,
+            "message_listener",
+        )
 
     def pause_message_listener(self) -> None:
         self._resumed.clear()
@@ -255,22 +275,13 @@ class Reader:
     def _start_listener(self, listener: Callable[[Reader, Message], Any]) -> None:
         """Call ``reader_listener(reader, message)`` on a thread of its own for
         each message, in order; an exception in it is logged."""
-
-        def run() -> None:
-            while not self._engine.closed:
-                try:
-                    msg = self.read_next(200)
-                except Timeout:
-                    continue
-                except MagnetarError:
-                    return
-                try:
-                    listener(self, msg)
-                except Exception:
-                    log.exception("reader_listener failed on %s", msg.message_id())
-
-        self._listener = threading.Thread(target=run, name="magnetar-reader-listener", daemon=True)
-        self._listener.start()
+        self._listener = _listen(
+            lambda: self._engine.closed,
+            lambda: self.read_next(200),
+            lambda msg: listener(self, msg),
+            None,
+            "reader_listener",
+        )
 
     def close(self) -> None:
         """Close the reader and remove its subscription (``client._reader``)."""
