@@ -151,9 +151,11 @@ class CompactionService:
         state = self._topics.get(key)
         if state is None:
             state = self._topics[key] = TopicCompaction()
-            idle = [k for k, s in self._topics.items() if not s.running and k != key]
-            for old in idle[: max(0, len(self._topics) - self.settings.max_topics)]:
-                del self._topics[old]
+            excess = len(self._topics) - self.settings.max_topics
+            if excess > 0:  # the least recently used first, never one with a run going
+                idle = [k for k, s in self._topics.items() if not s.running and k != key]
+                for old in idle[:excess]:
+                    del self._topics[old]
         self._topics.move_to_end(key)
         return state
 
@@ -218,13 +220,17 @@ class CompactionService:
             state.view, state.view_known = None, False
 
     async def _index(self, record: CompactionRecord) -> CompactedView:
-        positions: list[Position] = []
         md = await self.ledgers.metadata(record.ledger_id)
+        positions = [ce.position async for ce in self._compacted_entries(md)]
+        return CompactedView(record.ledger_id, record.horizon, positions, self.ledgers, md)
+
+    async def _compacted_entries(self, md: Any) -> AsyncIterator[CompactedEntry]:
+        """Every entry of a compacted ledger, in order, read in runs."""
         batch = self.settings.compaction_read_batch_entries
         for first in range(0, md.last_entry_id + 1, batch):
-            rows = await self.ledgers.read(md, first, min(md.last_entry_id, first + batch - 1))
-            positions.extend(CompactedEntry.decode(data).position for _, data in rows)
-        return CompactedView(record.ledger_id, record.horizon, positions, self.ledgers, md)
+            last = min(md.last_entry_id, first + batch - 1)
+            for _, data in await self.ledgers.read(md, first, last):
+                yield CompactedEntry.decode(data)
 
     # ------------------------------------------------------------ runs
 
@@ -349,17 +355,12 @@ class CompactionService:
         max_size = self.settings.max_message_size
         if record.ledger_id >= 0:
             md = await self.ledgers.metadata(record.ledger_id)
-            for first in range(0, md.last_entry_id + 1, batch):
-                last = min(md.last_entry_id, first + batch - 1)
-                for _, data in await self.ledgers.read(md, first, last):
-                    ce = CompactedEntry.decode(data)
-                    kept = set(ce.kept)
-                    messages = [
-                        m
-                        for m in messages_of(ce.entry, decompress, max_size)
-                        if m.batch_index in kept
-                    ]
-                    yield ce.position, messages, ce.entry
+            async for ce in self._compacted_entries(md):
+                kept = set(ce.kept)
+                messages = [
+                    m for m in messages_of(ce.entry, decompress, max_size) if m.batch_index in kept
+                ]
+                yield ce.position, messages, ce.entry
         ledger = topic.ledger
         pos = (
             ledger.next_position(record.horizon) if record.ledger_id >= 0 else ledger.first_position

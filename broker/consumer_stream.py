@@ -120,11 +120,7 @@ class ConsumerStream:
             subscribed=broker_pb2.Subscribed(
                 consumer_name=consumer.name,
                 topic=topic.name.full_name,
-                schema_version=(
-                    b""
-                    if consumer.schema_version is None
-                    else encode_version(consumer.schema_version)
-                ),
+                schema_version=encode_version(consumer.schema_version),
             )
         )
         session = _Session(topic, sub, consumer, outbox)

@@ -1,10 +1,11 @@
 """The broker's periodic checks over the topics it serves, each at its own
 interval setting (Pulsar's defaults): idle ledger rollover, retention,
 message expiry (TTL), backlog quotas, subscription expiration, inactive
-topics and automatic compaction. Each check is bounded by the topics served here; one topic failing
-is logged and the others go on. The decisions are made elsewhere
-(:mod:`broker.ledger_rules`, :mod:`broker.expiry`, :mod:`broker.backlog_quota`,
-:mod:`broker.inactivity`); these loops only run them.
+topics and automatic compaction. Each check is bounded by the topics served
+here; one topic failing is logged and the others go on. The decisions are
+made elsewhere (:mod:`broker.ledger_rules`, :mod:`broker.expiry`,
+:mod:`broker.backlog_quota`, :mod:`broker.inactivity`,
+:mod:`broker.compaction`); these loops only run them.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from broker.errors import BrokerError
 from broker.meter import Meter
 from broker.modes import ProducerAccessMode
 from protos import common_pb2
+from protos.entry import properties_of
 
 unique_producer_ids = itertools.count(1)
 
@@ -38,7 +39,7 @@ class Producer:
 def client_metadata(pairs: Iterable[common_pb2.KeyValue], max_bytes: int) -> dict[str, str]:
     """A producer's or consumer's properties as its stats ``metadata``;
     more than ``max_bytes`` of keys and values is refused (nothing made)."""
-    metadata = {kv.key: kv.value for kv in pairs}
+    metadata = properties_of(pairs)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items())
     if size > max_bytes:
         raise BrokerError(

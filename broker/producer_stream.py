@@ -147,11 +147,7 @@ class ProducerStream:
                 last_sequence_id=topic.last_sequence_id(producer),
                 max_message_size=self.settings.max_message_size,
                 topic=topic.name.full_name,
-                schema_version=(
-                    b""
-                    if producer.schema_version is None
-                    else encode_version(producer.schema_version)
-                ),
+                schema_version=encode_version(producer.schema_version),
             )
         )
         async for resp in self._serve(iterator, topic, producer):

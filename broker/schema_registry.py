@@ -78,18 +78,18 @@ class SchemaRegistry:
         return [_info(r.value) for r in records]
 
     async def get(self, topic: TopicName, version: int = -1) -> tuple[int, SchemaInfo]:
-        """A version (-1: the latest live one); NOT_FOUND when there is none."""
-        history = await self.history(topic)
+        """A version (-1: the latest live one); NOT_FOUND when there is none.
+        A given version is one key read (consumers ask for writers' schemas)."""
         if version < 0:
-            first, live = live_versions(history)
+            first, live = live_versions(await self.history(topic))
             if not live:
                 raise BrokerError(f"{topic} has no schema", common_pb2.NOT_FOUND)
             return first + len(live) - 1, live[-1]
-        info = history[version] if version < len(history) else None
+        stat = await self.metastore.get(metadata_paths.schema_version(topic, version))
+        info = _info(stat.value) if stat is not None else None
         if info is None:
             raise BrokerError(
-                f"{topic} has no schema version {version} (versions 0..{len(history) - 1}, "
-                "deleted ones excluded)",
+                f"{topic} has no schema version {version} (never registered, or a deletion)",
                 common_pb2.NOT_FOUND,
             )
         return version, info

@@ -394,7 +394,8 @@ class ConsumerEngine:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Timeout(f"no message within {timeout_millis} ms on {self.topic}")
-                self._arrived.wait(min(left, 0.5))
+                # (zero-prefetch looks again now and then, as receive_async says)
+                self._arrived.wait(min(left, 0.5) if self._incoming.zero_prefetch else left)
 
     async def receive_async(self, timeout_millis: int | None) -> Message:
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client._factory_options import check_properties
 from client._schema_use import check_schema, schema_data
 from client.enums import (
     ConsumerType,
@@ -29,6 +30,7 @@ from client.policies import (
     MultiplierRedeliveryBackoff,
 )
 from protos import broker_pb2, common_pb2
+from protos.entry import key_values
 from protos.message_id import MessageId, id_data
 
 # Pulsar's ack grouping defaults (the C++ client's ackGroupingTimeMs and
@@ -158,12 +160,7 @@ def _check_subscription(o: ConsumerOptions) -> None:
         raise InvalidConfiguration(
             f"max_total_receiver_queue_size_across_partitions is {total!r}; it must be an int >= 1"
         )
-    props = o.properties
-    if props is not None and (
-        not isinstance(props, dict)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
-    ):
-        raise InvalidConfiguration(f"properties must be a dict of str to str, not {props!r}")
+    check_properties(o.properties)
     if not isinstance(o.consumer_type, ConsumerType):
         raise InvalidConfiguration(f"consumer_type {o.consumer_type!r} is not a ConsumerType")
     _check_key_shared_policy(o)
@@ -283,10 +280,7 @@ def subscribe_request(
             start_message_id=id_data_of(start),
             start_message_id_inclusive=start_inclusive,
             key_shared=_key_shared_meta(opts.key_shared_policy),
-            properties=[
-                common_pb2.KeyValue(key=k, value=v)
-                for k, v in sorted((opts.properties or {}).items())
-            ],
+            properties=key_values(opts.properties),
             schema=schema_data(opts.schema),
             read_compacted=bool(opts.is_read_compacted),
         )

@@ -48,7 +48,8 @@ from client.exceptions import (
     from_wire_or,
 )
 from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
-from protos import broker_pb2, common_pb2
+from protos import broker_pb2
+from protos.entry import key_values
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
@@ -171,10 +172,7 @@ class ProducerEngine:
                 topic=self.topic,
                 producer_name=self.name or self.opts.producer_name or "",
                 access_mode=int(self.opts.access_mode),  # type: ignore[arg-type]
-                properties=[
-                    common_pb2.KeyValue(key=k, value=v)
-                    for k, v in sorted((self.opts.properties or {}).items())
-                ],
+                properties=key_values(self.opts.properties),
                 schema=schema_data(self.opts.schema),
             )
         )

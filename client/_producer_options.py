@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client._factory_options import check_properties
 from client._schema_use import check_schema
 from client.enums import (
     BatchingType,
@@ -102,12 +103,7 @@ def _check_schema(o: ProducerOptions) -> None:
 
 
 def _check_properties(o: ProducerOptions) -> None:
-    props = o.properties
-    if props is not None and (
-        not isinstance(props, dict)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
-    ):
-        raise InvalidConfiguration(f"properties must be a dict of str to str, not {props!r}")
+    check_properties(o.properties)
 
 
 def _check_access_and_timeout(o: ProducerOptions) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from client.compression import compress, decompress
 from client.exceptions import MessageTooBig
 from protos import common_pb2
-from protos.entry import encode_entry, iter_batch, split_entry
+from protos.entry import encode_entry, iter_batch, key_values, properties_of, split_entry
 from protos.message_id import MessageId
 
 
@@ -177,10 +177,6 @@ class BatchAckTracker:
         return before and not self.outstanding
 
 
-def _props(kvs: Any) -> dict[str, str]:
-    return {kv.key: kv.value for kv in kvs} if kvs else {}
-
-
 def unpack_entry(
     entry: bytes,
     ledger_id: int,
@@ -216,7 +212,7 @@ def unpack_split(
                 bytes(payload),
                 MessageId(partition, ledger_id, entry_id, -1, topic=topic),
                 topic,
-                _props(meta.properties),
+                properties_of(meta.properties),
                 meta.partition_key if meta.HasField("partition_key") else None,
                 meta.ordering_key if meta.HasField("ordering_key") else None,
                 meta.publish_time,
@@ -238,7 +234,7 @@ def unpack_split(
                 data,
                 MessageId(partition, ledger_id, entry_id, i, topic=topic),
                 topic,
-                _props(smm.properties),
+                properties_of(smm.properties),
                 smm.partition_key if smm.HasField("partition_key") else None,
                 smm.ordering_key if smm.HasField("ordering_key") else None,
                 meta.publish_time,
@@ -297,10 +293,6 @@ class PendingMessage:
         self.event_time = event_time
 
 
-def _kvs(props: dict[str, str]) -> list[common_pb2.KeyValue]:
-    return [common_pb2.KeyValue(key=k, value=v) for k, v in props.items()]
-
-
 def build_entry(
     messages: list[PendingMessage],
     producer_name: str,
@@ -339,7 +331,7 @@ def build_entry(
 def _set_message_fields(meta: common_pb2.MessageMetadata, m: PendingMessage) -> None:
     """A message stored alone carries its own fields in the entry's metadata."""
     if m.properties:
-        meta.properties.extend(_kvs(m.properties))
+        meta.properties.extend(key_values(m.properties))
     if m.partition_key is not None:
         meta.partition_key = m.partition_key
         if m.key_b64:
@@ -383,7 +375,7 @@ def _record_head(m: PendingMessage) -> bytes:
     if m.event_time:
         rec.event_time = m.event_time
     if m.properties:
-        rec.properties.extend(_kvs(m.properties))
+        rec.properties.extend(key_values(m.properties))
     if m.partition_key is not None:
         rec.partition_key = m.partition_key
         if m.key_b64:

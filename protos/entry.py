@@ -11,7 +11,7 @@ metadata has ``num_messages_in_batch`` the payload is that many records of
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from google.protobuf.message import DecodeError
 
@@ -91,3 +91,14 @@ def iter_batch(
             raise CorruptedEntryError(f"batch record {i}: payload length {psize} overruns")
         yield smm, bytes(view[pos : pos + psize])
         pos += psize
+
+
+def key_values(properties: Mapping[str, str] | None) -> list[common_pb2.KeyValue]:
+    """Properties as Pulsar's ``KeyValue`` list (messages, producers,
+    consumers, schemas)."""
+    return [common_pb2.KeyValue(key=k, value=v) for k, v in (properties or {}).items()]
+
+
+def properties_of(pairs: Iterable[common_pb2.KeyValue]) -> dict[str, str]:
+    """The other way: a ``KeyValue`` list as a dict."""
+    return {kv.key: kv.value for kv in pairs}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from protos import common_pb2
+from protos.entry import key_values, properties_of
 from protos.errors import InvalidArgumentError
 
 VERSION_BYTES = 8
@@ -67,15 +68,11 @@ class SchemaInfo:
 
     def to_json(self) -> dict[str, object]:
         """The form ``magnetar-admin schemas get`` prints (Pulsar's field names)."""
-        text = self.schema.decode("utf-8", "replace") if self.type != SchemaType.KEY_VALUE else ""
         if self.type == SchemaType.KEY_VALUE:
             key, value = split_key_value(self.schema)
-            text = json.dumps(
-                {
-                    "key": _loads_or_text(key),
-                    "value": _loads_or_text(value),
-                }
-            )
+            text = json.dumps({"key": _loads_or_text(key), "value": _loads_or_text(value)})
+        else:
+            text = self.schema.decode("utf-8", "replace")
         return {
             "type": self.type.name,
             "name": self.name,
@@ -135,8 +132,9 @@ def split_key_value(data: bytes) -> tuple[bytes, bytes]:
     return parts[0], parts[1]
 
 
-def encode_version(version: int) -> bytes:
-    return struct.pack(">q", version)
+def encode_version(version: int | None) -> bytes:
+    """A version as messages carry it (empty for none)."""
+    return b"" if version is None else struct.pack(">q", version)
 
 
 def decode_version(data: bytes) -> int | None:
@@ -151,9 +149,7 @@ def to_data(info: SchemaInfo) -> common_pb2.SchemaData:
         type=int(info.type),
         name=info.name,
         schema=info.schema,
-        properties=[
-            common_pb2.KeyValue(key=k, value=v) for k, v in sorted(info.properties.items())
-        ],
+        properties=key_values(info.properties),
     )
 
 
@@ -163,5 +159,5 @@ def from_data(data: common_pb2.SchemaData) -> SchemaInfo:
         schema_type_of(data.type),
         data.name,
         bytes(data.schema),
-        {kv.key: kv.value for kv in data.properties},
+        properties_of(data.properties),
     )
