@@ -55,5 +55,13 @@ compose-up:
 compose-down:
 	docker-compose -f deploy/compose/docker-compose.yml down
 
+# The performance matrix against the peers in one sitting (docs/benchmarks.md):
+# starts Redis, a standalone and a small local cluster, runs every timed run
+# under flock /tmp/bench.lock, prints the table and writes it to the docs.
+bench: $(VENV)/.installed
+	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	$(PYTHON) -c "import redis, hiredis" 2>/dev/null || $(PYTHON) -m pip install -q redis==8.1.0 hiredis==3.5.0
+	$(PYTHON) -m benchmarks.matrix --reps $(or $(REPS),3) --write-docs
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -156,19 +156,25 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--max-seconds", type=float, default=20.0)
     ap.add_argument("--token", help="Authenticate with this token (docs/security.md).")
+    ap.add_argument("--workloads", default="sync,pipelined,e2e-rate")
     a = ap.parse_args()
     with open(a.endpoints) as f:
         url = a.service_url or json.load(f)["service_url"]
     run = time.strftime("%H%M%S")
     client = {"authentication": AuthenticationToken(a.token)} if a.token else {}
-    for res in (
-        run_sync(url, f"bench-sync-{run}", a.size, a.sync_n, a.max_seconds, client),
-        run_pipelined(
+    runs = {
+        "sync": lambda: run_sync(url, f"bench-sync-{run}", a.size, a.sync_n, a.max_seconds, client),
+        "pipelined": lambda: run_pipelined(
             url, f"bench-pipe-{run}", a.size, a.pipelined_n, a.max_seconds, a.window, client
         ),
-        run_e2e_rate(url, f"bench-e2e-{run}", a.size, a.rate, a.seconds, client),
-    ):
-        print(json.dumps(res), flush=True)
+        "e2e-rate": lambda: run_e2e_rate(
+            url, f"bench-e2e-{run}", a.size, a.rate, a.seconds, client
+        ),
+    }
+    for name in a.workloads.split(","):
+        if name not in runs:
+            ap.error(f"unknown workload {name!r} (among {', '.join(runs)})")
+        print(json.dumps(runs[name]()), flush=True)
 
 
 if __name__ == "__main__":

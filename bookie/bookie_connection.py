@@ -1,8 +1,11 @@
 """One gRPC channel to one bookie, shared by every ledger a client uses there.
 
-Adds of every ledger go on one ``AddEntries`` stream as requests serialised
+Adds of every ledger go on one ``AddBatches`` stream as requests serialised
 by hand (protos/add_request.py: the records are joined straight into the
-message), answered in order; reads, fences and deletes are plain calls.
+message), answered in order. The requests queued while the writer waited go
+as one stream message (bounded by ``max_add_request_bytes``), so a broker
+whose many topics each flush a small request in one loop turn pays for one
+message, not one per topic; reads, fences and deletes are plain calls.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import grpc
 
 from bookie.ledger_metadata import BKError
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
-from protos.add_request import encode_add_request
+from protos.add_request import encode_add_batch, encode_add_request
 from protos.credentials import TokenSupplier, aio_channel
 from protos.tls import TlsClient
 
@@ -38,18 +41,22 @@ class BookieConnection:
         timeout_s: float,
         token: TokenSupplier | None = None,
         tls: TlsClient | None = None,
+        max_message_bytes: int = 4 << 20,
     ) -> None:
+        """``max_message_bytes``: queued requests are joined into one stream
+        message up to this size (a bigger request goes alone)."""
         self.address = address
         self.timeout_s = timeout_s
         self._channel = aio_channel(address, serving.grpc_options(), token, tls)
         self.stub = bookie_pb2_grpc.BookieStub(self._channel)
         # The add stream sends requests already serialised (send_records
         # builds them with one join), so no serializer.
-        self._add_entries = self._channel.stream_stream(
-            "/magnetar.Bookie/AddEntries",
+        self._add_batches = self._channel.stream_stream(
+            "/magnetar.Bookie/AddBatches",
             request_serializer=None,
-            response_deserializer=bookie_pb2.AddResponse.FromString,
+            response_deserializer=bookie_pb2.AddResponses.FromString,
         )
+        self.max_message_bytes = max_message_bytes
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._outq: asyncio.Queue | None = None
@@ -83,26 +90,41 @@ class BookieConnection:
     def _open_stream(self) -> None:
         outq: asyncio.Queue = asyncio.Queue()
         self._outq = outq
-        call = self._add_entries()
+        call = self._add_batches()
+        self._tasks = [
+            asyncio.create_task(self._write_batches(call, outq)),
+            asyncio.create_task(self._read_answers(call)),
+        ]
 
-        async def writer() -> None:
-            while True:
-                req = await outq.get()
-                await call.write(req)
+    async def _write_batches(self, call: Any, outq: asyncio.Queue) -> None:
+        """Every request queued meanwhile in one message (of at most
+        ``max_message_bytes``, unless one request alone is bigger)."""
+        limit = self.max_message_bytes
+        held: bytes | None = None
+        while True:
+            req = held if held is not None else await outq.get()
+            batch, size, held = [req], len(req), None
+            while not outq.empty():
+                nxt = outq.get_nowait()
+                if size + len(nxt) > limit:
+                    held = nxt
+                    break
+                batch.append(nxt)
+                size += len(nxt)
+            await call.write(encode_add_batch(batch))
 
-        async def reader() -> None:
-            try:
-                while (resp := await call.read()) is not grpc.aio.EOF:
+    async def _read_answers(self, call: Any) -> None:
+        try:
+            while (msg := await call.read()) is not grpc.aio.EOF:
+                for resp in msg.responses:
                     fut = self._pending.pop(resp.request_id, None)
                     if fut is not None and not fut.done():
                         fut.set_result(resp)
-                raise BKError(f"bookie {self.address} closed the add stream")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._broken(exc)
-
-        self._tasks = [asyncio.create_task(writer()), asyncio.create_task(reader())]
+            raise BKError(f"bookie {self.address} closed the add stream")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._broken(exc)
 
     def _broken(self, exc: BaseException) -> None:
         log.warning("add stream to bookie %s failed: %s", self.address, exc)

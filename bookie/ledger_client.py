@@ -91,7 +91,11 @@ class LedgerClient:
                     f"{self.settings.max_connections}"
                 )
             conn = self._connections[address] = BookieConnection(
-                address, self.settings.timeout_s, self.settings.token, self.settings.tls
+                address,
+                self.settings.timeout_s,
+                self.settings.token,
+                self.settings.tls,
+                self.settings.max_add_request_bytes,
             )
         return conn
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health as grpc_health
 
+from bookie.add_stream import answers_in_order, one_each
 from bookie.auto_recovery import AutoRecovery
 from bookie.entry_runs import check_records
 from bookie.group_commit import GroupCommitter
@@ -34,7 +35,7 @@ from bookie.settings import BookieSettings
 from bookie.storage import EntryStore, LedgerState, StoreTuning, Write
 from metastore.client import MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
-from protos.add_request import AddRequestView, decode_add_request
+from protos.add_request import AddRequestView, decode_add_batch, decode_add_request
 from protos.data_dir_lock import DataDirLock
 from protos.digest import RecordError, entry_digest
 from protos.errors import error
@@ -184,24 +185,22 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
     async def AddEntries(
         self, request_iterator: AsyncIterator[AddRequestView], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bookie_pb2.AddResponse]:
-        pending: asyncio.Queue = asyncio.Queue(maxsize=self.settings.max_pending_adds_per_stream)
+        """One answer per message (``AddBatches`` is what writers use)."""
+        limit = self.settings.max_pending_adds_per_stream
+        async for answers in answers_in_order(self._add, one_each(request_iterator), limit):
+            for answer in answers:
+                yield answer
 
-        async def read_requests() -> None:
-            try:
-                async for req in request_iterator:
-                    await pending.put(self._add(req))
-            finally:
-                await pending.put(None)
-
-        reader = asyncio.create_task(read_requests())
-        try:
-            while True:
-                fut = await pending.get()
-                if fut is None:
-                    break
-                yield await fut
-        finally:
-            reader.cancel()
+    async def AddBatches(
+        self,
+        request_iterator: AsyncIterator[list[AddRequestView]],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[bookie_pb2.AddResponses]:
+        """Several requests per message; the answers already known together
+        in one (bookie/add_stream.py)."""
+        limit = self.settings.max_pending_adds_per_stream
+        async for answers in answers_in_order(self._add, request_iterator, limit):
+            yield bookie_pb2.AddResponses(responses=answers)
 
     # ---------------------------------------------------------------- reads
 
@@ -469,7 +468,7 @@ async def start_grpc(
         bookie_pb2.DESCRIPTOR,
         "Bookie",
         settings,
-        {"AddEntries": decode_add_request},
+        {"AddEntries": decode_add_request, "AddBatches": decode_add_batch},
     )
     health = serving.add_health(server)
     serving.set_serving(health, False)

@@ -39,6 +39,14 @@ def _producer(req: broker_pb2.ProducerRequest) -> Target:
     return topic_target(req.create.topic)
 
 
+def _first_producer(req: broker_pb2.ProducerRequestFrames) -> Target:
+    # Every later stream's producer is judged before it is created
+    # (broker/producer_mux.py); the call's first frame must create one.
+    if not req.frames or req.frames[0].request.WhichOneof("request") != "create":
+        raise ValueError("the first frame does not create a producer")
+    return topic_target(req.frames[0].request.create.topic)
+
+
 def _consumer(req: broker_pb2.ConsumerRequest) -> Target:
     return topic_target(req.subscribe.topic, req.subscribe.subscription)
 
@@ -57,6 +65,7 @@ def _namespace(req: Any) -> Target:
 
 RPC_RULES: dict[str, Rule] = {
     "Broker/Produce": Rule(Need.PRODUCE, _producer),
+    "Broker/ProduceMany": Rule(Need.PRODUCE, _first_producer),
     "Broker/Consume": Rule(Need.CONSUME, _consumer),
     "Broker/Lookup": Rule(Need.LOOKUP, _topic),
     "Broker/GetPartitionedTopicMetadata": Rule(Need.LOOKUP, _topic),

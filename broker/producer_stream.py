@@ -119,8 +119,11 @@ class ProducerStream:
         self.broker_name = broker_name
 
     async def run(
-        self, requests: AsyncIterator[broker_pb2.ProducerRequest]
+        self, requests: AsyncIterator[broker_pb2.ProducerRequest], authorize_first: bool = False
     ) -> AsyncIterator[broker_pb2.ProducerResponse]:
+        """``authorize_first``: the caller's role is judged before the producer
+        is created (on ``ProduceMany``, whose gRPC guard saw only the first
+        stream's create)."""
         iterator = requests.__aiter__()
         try:
             first = await iterator.__anext__()
@@ -132,6 +135,8 @@ class ProducerStream:
             )
             return
         try:
+            if authorize_first:
+                await self._authorize(first.create.topic)
             topic, producer = await self._create(first.create)
         except Exception as exc:
             yield broker_pb2.ProducerResponse(error=error_of(exc))
@@ -155,6 +160,13 @@ class ProducerStream:
 
     async def _still_allowed(self, role: str | None, topic: str, subscription: str) -> bool:
         return role is None or await self.still_allowed(role, topic, subscription)
+
+    async def _authorize(self, topic: str) -> None:
+        role = CALLER_ROLE.get()
+        if not await self._still_allowed(role, TopicName.parse(topic).full_name, ""):
+            raise MagnetarServerError(
+                f"role {role!r} may not produce on {topic}", common_pb2.UNAUTHORIZED
+            )
 
     async def _create(self, create: broker_pb2.CreateProducer) -> tuple[TopicBase, Producer]:
         name = TopicName.parse(create.topic)

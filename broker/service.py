@@ -21,6 +21,7 @@ from broker.consumer_stream import ConsumerStream
 from broker.errors import BrokerError
 from broker.namespaces import Namespaces
 from broker.ownership import Ownership
+from broker.producer_mux import ProducerMux
 from broker.producer_stream import ProducerStream, StillAllowed
 from broker.settings import BrokerSettings
 from broker.topics import TopicRegistry
@@ -51,6 +52,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.namespaces = namespaces
         self.ownership = ownership
         self.producers = ProducerStream(topics, settings, broker_name, still_allowed)
+        self.producer_mux = ProducerMux(
+            self.producers, settings.max_producer_streams_per_connection
+        )
         self.consumers = ConsumerStream(topics, broker_name, still_allowed)
 
     async def _attached(self, context: grpc.aio.ServicerContext) -> None:
@@ -70,6 +74,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> AsyncIterator[broker_pb2.ProducerResponse]:
         await self._attached(context)
         async for resp in self.producers.run(request_iterator):
+            yield resp
+
+    async def ProduceMany(
+        self,
+        request_iterator: AsyncIterator[broker_pb2.ProducerRequestFrames],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[broker_pb2.ProducerResponseFrames]:
+        await self._attached(context)
+        async for resp in self.producer_mux.run(request_iterator):
             yield resp
 
     async def Consume(

@@ -297,6 +297,11 @@ class BrokerSettings:
     max_pending_publish_entries_per_producer: int = setting(
         10000, "Entries of one producer awaiting storage before the broker stops reading it."
     )
+    max_producer_streams_per_connection: int = setting(
+        10000,
+        "Producers one client connection may have open on this broker at once (the SDK "
+        "puts every producer of a connection on one `ProduceMany` stream).",
+    )
     stats_update_frequency_in_secs: float = setting(
         60.0,
         "The stats interval: rates in `topics stats`, load reports and Prometheus are the "

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from client._produce_mux import ProduceMux, ProducerCall
 from client._service_brokers import ServiceBrokers, try_next
 from client.exceptions import (
     AuthenticationError,
@@ -124,10 +125,12 @@ class Connection:
         self.options = channel_options(keep_alive_s)
         self._channel: grpc.aio.Channel | None = None
         self._stub: broker_pb2_grpc.BrokerStub | None = None
+        self._producers: ProduceMux | None = None
         if tls is None:
             self._set_channel(aio_channel(address, self.options, token))
 
     def _set_channel(self, channel: grpc.aio.Channel) -> None:
+        self._producers = None  # (a TLS channel is set once, before any producer)
         self._channel = channel
         self._stub = broker_pb2_grpc.BrokerStub(channel)
 
@@ -188,7 +191,16 @@ class Connection:
                 ) from None
             state = self.channel.get_state(try_to_connect=True)
 
+    def producer_call(self) -> ProducerCall:
+        """A new producer stream, on this connection's one ``ProduceMany``
+        call (client/_produce_mux.py); after ``ensure_ready``."""
+        if self._producers is None:
+            self._producers = ProduceMux(self.channel)
+        return self._producers.open()
+
     async def close(self) -> None:
+        if self._producers is not None:
+            await self._producers.close()
         if self._channel is not None:
             await self._channel.close()
 

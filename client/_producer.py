@@ -29,6 +29,7 @@ from client._connection import (
     open_stream,
     retry_with_backoff,
 )
+from client._produce_mux import ProducerCall
 from client._producer_options import ProducerOptions
 from client._schema_use import schema_data
 from client.compression import wire_type
@@ -149,7 +150,7 @@ class ProducerEngine:
         self._last_seq_published = -1
         self.closed = False
         self.failure: MagnetarError | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: ProducerCall | None = None
         self._tasks: list[asyncio.Task] = []
         self._drained = asyncio.Event()
         self._drained.set()
@@ -166,7 +167,7 @@ class ProducerEngine:
         if self.resolver is not None and self._started:
             self.connection = await self.resolver(self.topic)
         await self.connection.ensure_ready()
-        call = self.connection.stub.Produce()
+        call = self.connection.producer_call()
         create = broker_pb2.ProducerRequest(
             create=broker_pb2.CreateProducer(
                 topic=self.topic,
@@ -228,7 +229,7 @@ class ProducerEngine:
             self._fail_all(AlreadyClosed(f"producer {self.name} on {self.topic} is closed"))
 
     @staticmethod
-    async def _say_goodbye(call: grpc.aio.StreamStreamCall) -> None:
+    async def _say_goodbye(call: ProducerCall) -> None:
         await call.write(broker_pb2.ProducerRequest(close=broker_pb2.CloseProducer()))
         await call.done_writing()
 
@@ -279,7 +280,10 @@ class ProducerEngine:
                 key_b64,
             )
             self._pending += 1
-            sealed = self._add_locked(msg, flush_now)
+            # A batch that fills the pending queue can grow no more: it goes now.
+            sealed = self._add_locked(
+                msg, flush_now or self._pending >= self.opts.max_pending_messages
+            )
             arm = bool(self._open) and not self._timer_armed
             if arm:
                 self._timer_armed = True
@@ -305,6 +309,13 @@ class ProducerEngine:
                 f"{self._pending} messages are pending on {self.topic} "
                 f"(max_pending_messages = {limit})"
             )
+        if self._open:
+            # Every pending slot is taken and some are in the open batch: its
+            # timer would only add delay, so it goes now.
+            self._seal_locked()
+            if not self._kicked:
+                self._kicked = True
+                call_in_loop(self.loop, self._wake.set)
         while self._pending >= limit:
             self._space.wait(timeout=0.5)
             self._check_open()

@@ -254,6 +254,7 @@ class Client:
         self._connections: Connections | None = None
         self._producers: list[AnyProducerEngine] = []
         self._consumers: list[AnyConsumerEngine] = []
+        self._retry_letters: list[RetryLetters] = []  # their producers close with the client
         self._closed = False
 
     def _pool(self) -> Connections:
@@ -409,6 +410,7 @@ class Client:
             dead_topic,
             max_times,
         )
+        self._retry_letters.append(consumer._retry)
         return consumer
 
     async def _start_multi(self, multi: MultiConsumerEngine, topics: list[str]) -> None:
@@ -486,6 +488,11 @@ class Client:
         for c in self._consumers:
             try:
                 await c.close()
+            except Exception:
+                pass
+        for letters in self._retry_letters:
+            try:
+                await letters.close()  # (again, if its consumer was closed: a no-op)
             except Exception:
                 pass
         self._closed = True

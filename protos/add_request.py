@@ -26,6 +26,8 @@ from protos import bookie_pb2
 ENTRIES_FIELD = bookie_pb2.AddRequest.DESCRIPTOR.fields_by_name["entries"].number
 _LENGTH_DELIMITED = 2
 _ENTRIES_TAG = bytes([(ENTRIES_FIELD << 3) | _LENGTH_DELIMITED])
+REQUESTS_FIELD = bookie_pb2.AddBatch.DESCRIPTOR.fields_by_name["requests"].number
+_REQUESTS_TAG = bytes([(REQUESTS_FIELD << 3) | _LENGTH_DELIMITED])
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,7 @@ class _Unexpected(Exception):
     """The walk met something it leaves to the generated parser."""
 
 
-def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+def _varint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """(value, position after it) of the varint at ``pos``."""
     value = shift = 0
     while shift < 64:
@@ -83,7 +85,7 @@ def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
     raise _Unexpected
 
 
-def _entries_spans(data: bytes) -> list[tuple[int, int, int]]:
+def _entries_spans(data: bytes | memoryview) -> list[tuple[int, int, int]]:
     """(field start, value start, end) of each ``entries`` field in ``data``."""
     spans = []
     pos, end = 0, len(data)
@@ -109,7 +111,7 @@ def _entries_spans(data: bytes) -> list[tuple[int, int, int]]:
     return spans
 
 
-def decode_add_request(data: bytes) -> AddRequestView:
+def decode_add_request(data: bytes | memoryview) -> AddRequestView:
     """``data`` (a serialised ``AddRequest``) with its entries as a view of
     ``data``; ``google.protobuf.message.DecodeError`` if it is not one."""
     try:
@@ -117,7 +119,7 @@ def decode_add_request(data: bytes) -> AddRequestView:
     except _Unexpected:
         spans = []  # the generated parser takes it whole
     if not spans:
-        req = bookie_pb2.AddRequest.FromString(data)
+        req = bookie_pb2.AddRequest.FromString(bytes(data))
         entries = memoryview(req.entries)
     else:
         rest, pos = [], 0
@@ -129,3 +131,42 @@ def decode_add_request(data: bytes) -> AddRequestView:
         _, first, stop = spans[-1]
         entries = memoryview(data)[first:stop]
     return AddRequestView(req.request_id, req.ledger_id, req.master_key, req.recovery, entries)
+
+
+def encode_add_batch(requests: list[bytes]) -> bytes:
+    """The serialised ``AddBatch`` of serialised ``AddRequest``\\ s (each
+    copied once, by one join)."""
+    parts: list[bytes] = []
+    for req in requests:
+        parts += (_REQUESTS_TAG, varint(len(req)), req)
+    return b"".join(parts)
+
+
+def _requests_spans(data: bytes | memoryview) -> list[tuple[int, int]]:
+    """(start, end) of each ``requests`` field's value in ``data``."""
+    spans = []
+    pos, end = 0, len(data)
+    while pos < end:
+        key, pos = _varint_at(data, pos)
+        if key != _REQUESTS_TAG[0]:
+            raise _Unexpected
+        length, pos = _varint_at(data, pos)
+        if pos + length > end:
+            raise _Unexpected
+        spans.append((pos, pos + length))
+        pos += length
+    return spans
+
+
+def decode_add_batch(data: bytes) -> list[AddRequestView]:
+    """``data`` (a serialised ``AddBatch``) as its requests, each with its
+    entries a view of ``data``; ``google.protobuf.message.DecodeError`` if it
+    is not one."""
+    try:
+        spans = _requests_spans(data)
+    except _Unexpected:
+        # Whatever the walk does not expect goes to the generated parser whole.
+        batch = bookie_pb2.AddBatch.FromString(bytes(data))
+        return [decode_add_request(r.SerializeToString()) for r in batch.requests]
+    view = memoryview(data)
+    return [decode_add_request(view[lo:hi]) for lo, hi in spans]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from protos import common_pb2 as protos_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13protos/bookie.proto\x12\x08magnetar\x1a\x13protos/common.proto\"\x82\x01\n\nAddRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x11\n\tledger_id\x18\x02 \x01(\x03\x12\x12\n\nmaster_key\x18\x03 \x01(\x0c\x12\x0f\n\x07\x65ntries\x18\t \x01(\x0c\x12\x10\n\x08recovery\x18\x08 \x01(\x08J\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06J\x04\x08\x06\x10\x07J\x04\x08\x07\x10\x08\"T\n\x0b\x41\x64\x64Response\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x1e\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x0f.magnetar.Error\x12\x11\n\tledger_id\x18\x03 \x01(\x03\"7\n\x10ReadEntryRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\"s\n\x11ReadEntryResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\x12\x0b\n\x03lac\x18\x03 \x01(\x03\x12\x0e\n\x06\x64igest\x18\x04 \x01(\x07\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\"v\n\x10ReadRangeRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x16\n\x0e\x66irst_entry_id\x18\x02 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x01(\x03\x12 \n\x18max_entries_per_response\x18\x04 \x01(\r\"\xa1\x01\n\x11ReadRangeResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x0c\n\x04lacs\x18\x03 \x03(\x03\x12\x0f\n\x07\x64igests\x18\x04 \x03(\x07\x12\x10\n\x08payloads\x18\x05 \x03(\x0c\x12\x19\n\x11missing_entry_ids\x18\x06 \x03(\x03\x12\r\n\x05sizes\x18\x07 \x03(\x03\"N\n\x12ReadEntriesRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x12\n\nsizes_only\x18\x03 \x01(\x08\"<\n\x13\x44\x65leteLedgerRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\"G\n\x14\x44\x65leteLedgerResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x0f\n\x07\x65xisted\x18\x02 \x01(\x08\"\x0e\n\x0cStatsRequest\"\x98\x01\n\rStatsResponse\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x0f\n\x07ledgers\x18\x02 \x01(\x03\x12\x0f\n\x07\x65ntries\x18\x03 \x01(\x03\x12\r\n\x05\x62ytes\x18\x04 \x01(\x03\x12\x17\n\x0f\x64isk_used_bytes\x18\x05 \x01(\x03\x12\x17\n\x0f\x64isk_free_bytes\x18\x06 \x01(\x03\x12\x11\n\tread_only\x18\x07 \x01(\x08\"F\n\x0eReadLacRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x08\x12\x12\n\nmaster_key\x18\x03 \x01(\x0c\"e\n\x0fReadLacResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x0b\n\x03lac\x18\x02 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x04 \x01(\x08\x32\xea\x03\n\x06\x42ookie\x12=\n\nAddEntries\x12\x14.magnetar.AddRequest\x1a\x15.magnetar.AddResponse(\x01\x30\x01\x12\x44\n\tReadEntry\x12\x1a.magnetar.ReadEntryRequest\x1a\x1b.magnetar.ReadEntryResponse\x12\x46\n\tReadRange\x12\x1a.magnetar.ReadRangeRequest\x1a\x1b.magnetar.ReadRangeResponse0\x01\x12>\n\x07ReadLac\x12\x18.magnetar.ReadLacRequest\x1a\x19.magnetar.ReadLacResponse\x12J\n\x0bReadEntries\x12\x1c.magnetar.ReadEntriesRequest\x1a\x1b.magnetar.ReadRangeResponse0\x01\x12M\n\x0c\x44\x65leteLedger\x12\x1d.magnetar.DeleteLedgerRequest\x1a\x1e.magnetar.DeleteLedgerResponse\x12\x38\n\x05Stats\x12\x16.magnetar.StatsRequest\x1a\x17.magnetar.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13protos/bookie.proto\x12\x08magnetar\x1a\x13protos/common.proto\"\x82\x01\n\nAddRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x11\n\tledger_id\x18\x02 \x01(\x03\x12\x12\n\nmaster_key\x18\x03 \x01(\x0c\x12\x0f\n\x07\x65ntries\x18\t \x01(\x0c\x12\x10\n\x08recovery\x18\x08 \x01(\x08J\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06J\x04\x08\x06\x10\x07J\x04\x08\x07\x10\x08\"T\n\x0b\x41\x64\x64Response\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x1e\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x0f.magnetar.Error\x12\x11\n\tledger_id\x18\x03 \x01(\x03\"2\n\x08\x41\x64\x64\x42\x61tch\x12&\n\x08requests\x18\x01 \x03(\x0b\x32\x14.magnetar.AddRequest\"8\n\x0c\x41\x64\x64Responses\x12(\n\tresponses\x18\x01 \x03(\x0b\x32\x15.magnetar.AddResponse\"7\n\x10ReadEntryRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\"s\n\x11ReadEntryResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\x12\x0b\n\x03lac\x18\x03 \x01(\x03\x12\x0e\n\x06\x64igest\x18\x04 \x01(\x07\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\"v\n\x10ReadRangeRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x16\n\x0e\x66irst_entry_id\x18\x02 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x01(\x03\x12 \n\x18max_entries_per_response\x18\x04 \x01(\r\"\xa1\x01\n\x11ReadRangeResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x0c\n\x04lacs\x18\x03 \x03(\x03\x12\x0f\n\x07\x64igests\x18\x04 \x03(\x07\x12\x10\n\x08payloads\x18\x05 \x03(\x0c\x12\x19\n\x11missing_entry_ids\x18\x06 \x03(\x03\x12\r\n\x05sizes\x18\x07 \x03(\x03\"N\n\x12ReadEntriesRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x12\n\nsizes_only\x18\x03 \x01(\x08\"<\n\x13\x44\x65leteLedgerRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\"G\n\x14\x44\x65leteLedgerResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x0f\n\x07\x65xisted\x18\x02 \x01(\x08\"\x0e\n\x0cStatsRequest\"\x98\x01\n\rStatsResponse\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x0f\n\x07ledgers\x18\x02 \x01(\x03\x12\x0f\n\x07\x65ntries\x18\x03 \x01(\x03\x12\r\n\x05\x62ytes\x18\x04 \x01(\x03\x12\x17\n\x0f\x64isk_used_bytes\x18\x05 \x01(\x03\x12\x17\n\x0f\x64isk_free_bytes\x18\x06 \x01(\x03\x12\x11\n\tread_only\x18\x07 \x01(\x08\"F\n\x0eReadLacRequest\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x08\x12\x12\n\nmaster_key\x18\x03 \x01(\x0c\"e\n\x0fReadLacResponse\x12\x1e\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x0f.magnetar.Error\x12\x0b\n\x03lac\x18\x02 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x04 \x01(\x08\x32\xa8\x04\n\x06\x42ookie\x12=\n\nAddEntries\x12\x14.magnetar.AddRequest\x1a\x15.magnetar.AddResponse(\x01\x30\x01\x12<\n\nAddBatches\x12\x12.magnetar.AddBatch\x1a\x16.magnetar.AddResponses(\x01\x30\x01\x12\x44\n\tReadEntry\x12\x1a.magnetar.ReadEntryRequest\x1a\x1b.magnetar.ReadEntryResponse\x12\x46\n\tReadRange\x12\x1a.magnetar.ReadRangeRequest\x1a\x1b.magnetar.ReadRangeResponse0\x01\x12>\n\x07ReadLac\x12\x18.magnetar.ReadLacRequest\x1a\x19.magnetar.ReadLacResponse\x12J\n\x0bReadEntries\x12\x1c.magnetar.ReadEntriesRequest\x1a\x1b.magnetar.ReadRangeResponse0\x01\x12M\n\x0c\x44\x65leteLedger\x12\x1d.magnetar.DeleteLedgerRequest\x1a\x1e.magnetar.DeleteLedgerResponse\x12\x38\n\x05Stats\x12\x16.magnetar.StatsRequest\x1a\x17.magnetar.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,28 +36,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADDREQUEST']._serialized_end=185
   _globals['_ADDRESPONSE']._serialized_start=187
   _globals['_ADDRESPONSE']._serialized_end=271
-  _globals['_READENTRYREQUEST']._serialized_start=273
-  _globals['_READENTRYREQUEST']._serialized_end=328
-  _globals['_READENTRYRESPONSE']._serialized_start=330
-  _globals['_READENTRYRESPONSE']._serialized_end=445
-  _globals['_READRANGEREQUEST']._serialized_start=447
-  _globals['_READRANGEREQUEST']._serialized_end=565
-  _globals['_READRANGERESPONSE']._serialized_start=568
-  _globals['_READRANGERESPONSE']._serialized_end=729
-  _globals['_READENTRIESREQUEST']._serialized_start=731
-  _globals['_READENTRIESREQUEST']._serialized_end=809
-  _globals['_DELETELEDGERREQUEST']._serialized_start=811
-  _globals['_DELETELEDGERREQUEST']._serialized_end=871
-  _globals['_DELETELEDGERRESPONSE']._serialized_start=873
-  _globals['_DELETELEDGERRESPONSE']._serialized_end=944
-  _globals['_STATSREQUEST']._serialized_start=946
-  _globals['_STATSREQUEST']._serialized_end=960
-  _globals['_STATSRESPONSE']._serialized_start=963
-  _globals['_STATSRESPONSE']._serialized_end=1115
-  _globals['_READLACREQUEST']._serialized_start=1117
-  _globals['_READLACREQUEST']._serialized_end=1187
-  _globals['_READLACRESPONSE']._serialized_start=1189
-  _globals['_READLACRESPONSE']._serialized_end=1290
-  _globals['_BOOKIE']._serialized_start=1293
-  _globals['_BOOKIE']._serialized_end=1783
+  _globals['_ADDBATCH']._serialized_start=273
+  _globals['_ADDBATCH']._serialized_end=323
+  _globals['_ADDRESPONSES']._serialized_start=325
+  _globals['_ADDRESPONSES']._serialized_end=381
+  _globals['_READENTRYREQUEST']._serialized_start=383
+  _globals['_READENTRYREQUEST']._serialized_end=438
+  _globals['_READENTRYRESPONSE']._serialized_start=440
+  _globals['_READENTRYRESPONSE']._serialized_end=555
+  _globals['_READRANGEREQUEST']._serialized_start=557
+  _globals['_READRANGEREQUEST']._serialized_end=675
+  _globals['_READRANGERESPONSE']._serialized_start=678
+  _globals['_READRANGERESPONSE']._serialized_end=839
+  _globals['_READENTRIESREQUEST']._serialized_start=841
+  _globals['_READENTRIESREQUEST']._serialized_end=919
+  _globals['_DELETELEDGERREQUEST']._serialized_start=921
+  _globals['_DELETELEDGERREQUEST']._serialized_end=981
+  _globals['_DELETELEDGERRESPONSE']._serialized_start=983
+  _globals['_DELETELEDGERRESPONSE']._serialized_end=1054
+  _globals['_STATSREQUEST']._serialized_start=1056
+  _globals['_STATSREQUEST']._serialized_end=1070
+  _globals['_STATSRESPONSE']._serialized_start=1073
+  _globals['_STATSRESPONSE']._serialized_end=1225
+  _globals['_READLACREQUEST']._serialized_start=1227
+  _globals['_READLACREQUEST']._serialized_end=1297
+  _globals['_READLACRESPONSE']._serialized_start=1299
+  _globals['_READLACRESPONSE']._serialized_end=1400
+  _globals['_BOOKIE']._serialized_start=1403
+  _globals['_BOOKIE']._serialized_end=1955
 # @@protoc_insertion_point(module_scope)

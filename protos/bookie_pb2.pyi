@@ -31,6 +31,18 @@ class AddResponse(_message.Message):
     ledger_id: int
     def __init__(self, request_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., ledger_id: _Optional[int] = ...) -> None: ...
 
+class AddBatch(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[AddRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[AddRequest, _Mapping]]] = ...) -> None: ...
+
+class AddResponses(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[AddResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[AddResponse, _Mapping]]] = ...) -> None: ...
+
 class ReadEntryRequest(_message.Message):
     __slots__ = ("ledger_id", "entry_id")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]

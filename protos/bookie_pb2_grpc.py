@@ -39,6 +39,11 @@ class BookieStub:
                 request_serializer=protos_dot_bookie__pb2.AddRequest.SerializeToString,
                 response_deserializer=protos_dot_bookie__pb2.AddResponse.FromString,
                 _registered_method=True)
+        self.AddBatches = channel.stream_stream(
+                '/magnetar.Bookie/AddBatches',
+                request_serializer=protos_dot_bookie__pb2.AddBatch.SerializeToString,
+                response_deserializer=protos_dot_bookie__pb2.AddResponses.FromString,
+                _registered_method=True)
         self.ReadEntry = channel.unary_unary(
                 '/magnetar.Bookie/ReadEntry',
                 request_serializer=protos_dot_bookie__pb2.ReadEntryRequest.SerializeToString,
@@ -76,6 +81,15 @@ class BookieServicer:
 
     def AddEntries(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddBatches(self, request_iterator, context):
+        """The same adds, several requests (of any ledgers) per stream message and
+        the answers ready together in one: what writers use (a broker with many
+        topics sends many small requests in one loop turn).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -129,6 +143,11 @@ def add_BookieServicer_to_server(servicer, server):
                     servicer.AddEntries,
                     request_deserializer=protos_dot_bookie__pb2.AddRequest.FromString,
                     response_serializer=protos_dot_bookie__pb2.AddResponse.SerializeToString,
+            ),
+            'AddBatches': grpc.stream_stream_rpc_method_handler(
+                    servicer.AddBatches,
+                    request_deserializer=protos_dot_bookie__pb2.AddBatch.FromString,
+                    response_serializer=protos_dot_bookie__pb2.AddResponses.SerializeToString,
             ),
             'ReadEntry': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadEntry,
@@ -188,6 +207,33 @@ class Bookie:
             '/magnetar.Bookie/AddEntries',
             protos_dot_bookie__pb2.AddRequest.SerializeToString,
             protos_dot_bookie__pb2.AddResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddBatches(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/magnetar.Bookie/AddBatches',
+            protos_dot_bookie__pb2.AddBatch.SerializeToString,
+            protos_dot_bookie__pb2.AddResponses.FromString,
             options,
             channel_credentials,
             insecure,

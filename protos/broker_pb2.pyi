@@ -216,6 +216,38 @@ class ProducerResponse(_message.Message):
     error: _common_pb2.Error
     def __init__(self, created: _Optional[_Union[ProducerCreated, _Mapping]] = ..., receipts: _Optional[_Union[SendReceipts, _Mapping]] = ..., send_error: _Optional[_Union[SendError, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
 
+class ProducerRequestFrame(_message.Message):
+    __slots__ = ("id", "request", "end")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    request: ProducerRequest
+    end: bool
+    def __init__(self, id: _Optional[int] = ..., request: _Optional[_Union[ProducerRequest, _Mapping]] = ..., end: _Optional[bool] = ...) -> None: ...
+
+class ProducerRequestFrames(_message.Message):
+    __slots__ = ("frames",)
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    frames: _containers.RepeatedCompositeFieldContainer[ProducerRequestFrame]
+    def __init__(self, frames: _Optional[_Iterable[_Union[ProducerRequestFrame, _Mapping]]] = ...) -> None: ...
+
+class ProducerResponseFrame(_message.Message):
+    __slots__ = ("id", "response", "end")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    response: ProducerResponse
+    end: bool
+    def __init__(self, id: _Optional[int] = ..., response: _Optional[_Union[ProducerResponse, _Mapping]] = ..., end: _Optional[bool] = ...) -> None: ...
+
+class ProducerResponseFrames(_message.Message):
+    __slots__ = ("frames",)
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    frames: _containers.RepeatedCompositeFieldContainer[ProducerResponseFrame]
+    def __init__(self, frames: _Optional[_Iterable[_Union[ProducerResponseFrame, _Mapping]]] = ...) -> None: ...
+
 class Subscribe(_message.Message):
     __slots__ = ("topic", "subscription", "sub_type", "initial_position", "consumer_name", "durable", "priority_level", "start_message_id", "start_message_id_inclusive", "key_shared", "properties", "schema", "read_compacted")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -39,6 +39,11 @@ class BrokerStub:
                 request_serializer=protos_dot_broker__pb2.ProducerRequest.SerializeToString,
                 response_deserializer=protos_dot_broker__pb2.ProducerResponse.FromString,
                 _registered_method=True)
+        self.ProduceMany = channel.stream_stream(
+                '/magnetar.Broker/ProduceMany',
+                request_serializer=protos_dot_broker__pb2.ProducerRequestFrames.SerializeToString,
+                response_deserializer=protos_dot_broker__pb2.ProducerResponseFrames.FromString,
+                _registered_method=True)
         self.Consume = channel.stream_stream(
                 '/magnetar.Broker/Consume',
                 request_serializer=protos_dot_broker__pb2.ConsumerRequest.SerializeToString,
@@ -71,6 +76,16 @@ class BrokerServicer:
 
     def Produce(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProduceMany(self, request_iterator, context):
+        """Many Produce streams on one: each frame carries one request (or answer)
+        of the producer stream its id names, exactly as on Produce; frames of
+        many producers travel in one message (the SDK's way, so a partitioned
+        producer costs one message per turn, not one per partition).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -119,6 +134,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Produce,
                     request_deserializer=protos_dot_broker__pb2.ProducerRequest.FromString,
                     response_serializer=protos_dot_broker__pb2.ProducerResponse.SerializeToString,
+            ),
+            'ProduceMany': grpc.stream_stream_rpc_method_handler(
+                    servicer.ProduceMany,
+                    request_deserializer=protos_dot_broker__pb2.ProducerRequestFrames.FromString,
+                    response_serializer=protos_dot_broker__pb2.ProducerResponseFrames.SerializeToString,
             ),
             'Consume': grpc.stream_stream_rpc_method_handler(
                     servicer.Consume,
@@ -173,6 +193,33 @@ class Broker:
             '/magnetar.Broker/Produce',
             protos_dot_broker__pb2.ProducerRequest.SerializeToString,
             protos_dot_broker__pb2.ProducerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProduceMany(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/magnetar.Broker/ProduceMany',
+            protos_dot_broker__pb2.ProducerRequestFrames.SerializeToString,
+            protos_dot_broker__pb2.ProducerResponseFrames.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,11 +11,14 @@
 
 from __future__ import annotations
 
+import array
+import sys
 import zlib
 
 import mmh3
 
 KEY_SHARED_HASH_RANGE = 65536
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
 def murmur3_32(key: str | bytes) -> int:
@@ -23,10 +26,11 @@ def murmur3_32(key: str | bytes) -> int:
 
 
 def java_string_hash(s: str) -> int:
+    # Over UTF-16 code units; an ASCII string's bytes are its code units.
+    units = s.encode() if s.isascii() else array.array("H", s.encode(_UTF16_NATIVE))
     h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    for unit in units:
+        h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
 
 

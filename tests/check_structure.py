@@ -46,6 +46,7 @@ CLIENT_PROTOCOL = ("protos.broker_pb2", "protos.broker_pb2_grpc")
 FRONT_ENDS = {
     "broker.service",
     "broker.producer_stream",
+    "broker.producer_mux",  # many producer streams on one gRPC stream
     "broker.consumer_stream",
     "broker.admin_service",
     "broker.access_rules",  # what each RPC needs: the gatekeeper of the access guard

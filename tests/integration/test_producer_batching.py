@@ -92,6 +92,23 @@ def test_a_full_pending_queue_raises_or_blocks(cluster, topic):
         assert all(ids) and _groups(ids) == [5] * 8
 
 
+def test_a_batch_that_fills_the_pending_queue_goes_at_once(cluster, topic):
+    # It can grow no more: waiting for its 60 s timer would only stall the
+    # blocked sender (and, on a partitioned topic, keep round-robin on it).
+    with Client(cluster.service_url) as c:
+        p = c.create_producer(
+            topic,
+            max_pending_messages=5,
+            block_if_queue_full=True,
+            batching_max_messages=1000,
+            batching_max_publish_delay_ms=60000,
+        )
+        started = time.monotonic()
+        ids = _ids(p, [f"{i}".encode() for i in range(12)])
+        assert time.monotonic() - started < 20
+        assert _groups(ids) == [5, 5, 2]
+
+
 def test_send_timeout_fails_pending_sends_with_timeout(fresh_cluster, topic):
     fresh_cluster.start()
     bookie = fresh_cluster.endpoints["pids"]["bookie"]

@@ -150,6 +150,11 @@ def _stream_ok(kind: str) -> Callable[[Any], bool]:
     return lambda answer: answer.WhichOneof("response") == kind
 
 
+def _create_frame(stream_id: int, topic: str) -> broker_pb2.ProducerRequestFrame:
+    create = broker_pb2.ProducerRequest(create=broker_pb2.CreateProducer(topic=topic))
+    return broker_pb2.ProducerRequestFrame(id=stream_id, request=create)
+
+
 def _broker_rows(n: int) -> dict[str, Row]:
     stub = broker_pb2_grpc.BrokerStub
     return {
@@ -161,6 +166,15 @@ def _broker_rows(n: int) -> dict[str, Row]:
             "alice",
             "reader",
             _stream_ok("created"),
+        ),
+        "Broker/ProduceMany": Row(
+            _first_answer(
+                "ProduceMany",
+                broker_pb2.ProducerRequestFrames(frames=[_create_frame(1, TOPIC)]),
+            ),
+            "alice",
+            "reader",
+            lambda answer: answer.frames[0].response.WhichOneof("response") == "created",
         ),
         "Broker/Consume": Row(
             _first_answer(
@@ -288,6 +302,37 @@ def test_every_rpc_refuses_no_token_and_a_lacking_role_and_serves_the_right_one(
             assert lacking == grpc.StatusCode.PERMISSION_DENIED, (method, row.lacking)
             answer = row.call(channel, secured.metadata(row.allowed))
             assert row.succeeded(answer), (method, row.allowed, answer)
+
+
+def test_each_producer_of_a_produce_many_stream_is_authorized_before_it_is_created(secured):
+    # The gRPC guard judges the call's first frame; a later stream's create
+    # on a topic the role may not produce on is refused by itself, and the
+    # topic is not created.
+    elsewhere = "persistent://public/default/not-for-alice"
+    frames = [
+        broker_pb2.ProducerRequestFrames(frames=[_create_frame(1, TOPIC)]),
+        broker_pb2.ProducerRequestFrames(frames=[_create_frame(2, elsewhere)]),
+    ]
+    answers: dict[int, list[Any]] = {1: [], 2: []}
+    with grpc.insecure_channel(secured.cluster.endpoints["broker"]) as channel:
+        stream = broker_pb2_grpc.BrokerStub(channel).ProduceMany(
+            iter(frames), metadata=secured.metadata("alice"), timeout=30
+        )
+        try:
+            for message in stream:
+                for frame in message.frames:
+                    answers[frame.id].append(frame)
+                if any(f.end for f in answers[2]) and answers[1]:
+                    break
+        finally:
+            stream.cancel()
+    assert answers[1][0].response.WhichOneof("response") == "created"
+    refusal = answers[2][0].response
+    assert refusal.WhichOneof("response") == "error", refusal
+    assert refusal.error.code == common_pb2.UNAUTHORIZED, refusal
+    assert answers[2][-1].end
+    with secured.admin() as admin:
+        assert elsewhere not in admin.topics.get_list("public/default")
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATION_RULES))

@@ -12,7 +12,14 @@ import pytest
 from google.protobuf.message import DecodeError
 
 from protos import bookie_pb2, bookie_pb2_grpc, serving
-from protos.add_request import AddRequestView, decode_add_request, encode_add_request, varint
+from protos.add_request import (
+    AddRequestView,
+    decode_add_batch,
+    decode_add_request,
+    encode_add_batch,
+    encode_add_request,
+    varint,
+)
 from protos.digest import pack_record
 
 RECORDS = [pack_record(42, e, e - 1, bytes([e]) * (e * 37)) for e in range(5)]
@@ -156,3 +163,62 @@ def test_a_servicer_registered_with_its_own_request_decoding_gets_it():
     assert type(seen[0]).__name__ == "AddRequestView"
     assert seen[0].entries == b"".join(RECORDS)  # type: ignore[attr-defined]
     assert isinstance(seen[1], bookie_pb2.StatsRequest)
+
+
+# ---------------------------------------------------------------- AddBatch
+
+
+def _batch_fields(data: bytes) -> list[tuple]:
+    return [_fields(r) for r in bookie_pb2.AddBatch.FromString(data).requests]
+
+
+def _view_fields(views: list[AddRequestView]) -> list[tuple]:
+    return [(v.request_id, v.ledger_id, v.master_key, v.recovery, bytes(v.entries)) for v in views]
+
+
+def test_a_batch_of_requests_of_several_ledgers_reads_back_in_order_uncopied():
+    requests = [
+        encode_add_request(1, 42, b"k42", False, RECORDS[:2]),
+        encode_add_request(2, 7, b"k7", True, RECORDS[2:]),
+        encode_add_request(3, 42, b"k42", False, RECORDS[1:2]),
+    ]
+    data = encode_add_batch(requests)
+    want = _batch_fields(data)
+    assert [w[:2] for w in want] == [(1, 42), (2, 7), (3, 42)]
+    got = decode_add_batch(data)
+    assert _view_fields(got) == want
+    assert all(v.entries.obj is data for v in got)  # views of the received bytes
+    assert decode_add_batch(encode_add_batch([])) == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(
+            _UNKNOWN + encode_add_batch([encode_add_request(4, 1, b"", False, RECORDS)]),
+            id="unknown-fields",
+        ),
+        pytest.param(b"\x0a\x05abc", id="cut-short"),
+        pytest.param(b"\x0a\x03\xff\xff\xff", id="garbage-request"),
+        pytest.param(b"\xff" * 12, id="garbage"),
+    ],
+)
+def test_a_batch_is_read_as_the_generated_parser_reads_it(data):
+    try:
+        want = _batch_fields(data)
+    except DecodeError:
+        with pytest.raises(DecodeError):
+            decode_add_batch(data)
+        return
+    assert _view_fields(decode_add_batch(data)) == want
+
+
+def test_a_batch_cut_anywhere_is_read_as_the_generated_parser_reads_it():
+    data = encode_add_batch(
+        [
+            encode_add_request(5, 9, b"m", False, RECORDS[:2]),
+            encode_add_request(6, 9, b"m", False, RECORDS[3:]),
+        ]
+    )
+    for cut in range(0, len(data) + 1, 7):
+        test_a_batch_is_read_as_the_generated_parser_reads_it(data[:cut])

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from client._produce_mux import encode_frame
 from client.message import PendingMessage, build_entry
-from protos import common_pb2
+from protos import broker_pb2, common_pb2
 from protos.entry import split_entry
 from protos.message_id import MessageId, id_data, id_fields
 
@@ -147,3 +148,30 @@ def test_the_sdk_writes_entries_a_pulsar_broker_would_store():
         )
         + b"bc"
     )
+
+
+# ---------------------------------------------------------------- ProduceMany frames
+
+
+def test_hand_built_produce_many_frames_parse_as_the_generated_message():
+    send = broker_pb2.ProducerRequest(
+        send=broker_pb2.SendEntries(sequence_ids=[5], num_messages=[1], entries=[b"e" * 300])
+    )
+    create = broker_pb2.ProducerRequest(create=broker_pb2.CreateProducer(topic="t"))
+    data = b"".join(
+        [
+            encode_frame(1, create.SerializeToString()),
+            encode_frame(300, send.SerializeToString()),
+            encode_frame(2**40, None, end=True),
+            encode_frame(7, send.SerializeToString(), end=True),
+        ]
+    )
+    frames = broker_pb2.ProducerRequestFrames.FromString(data).frames
+    assert [(f.id, f.HasField("request"), f.end) for f in frames] == [
+        (1, True, False),
+        (300, True, False),
+        (2**40, False, True),
+        (7, True, True),
+    ]
+    assert frames[0].request == create
+    assert frames[1].request == send

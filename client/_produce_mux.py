@@ -1,0 +1,218 @@
+"""Every producer of one broker connection on one ``ProduceMany`` stream.
+
+A :class:`ProducerCall` stands for a ``Produce`` call to its engine (write,
+read, done_writing, cancel, code, details). The requests every producer
+writes in one loop turn travel as one gRPC message, framed by hand around
+each request's own serialisation, and each message of answers is dealt
+out by stream id. So a partitioned producer costs one message per turn,
+not one per partition, on both sides. When the gRPC call fails or ends,
+every producer call on it reads that failure (its engine reconnects, and
+the next producer call opens a new gRPC call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any
+
+import grpc
+
+from client.exceptions import AlreadyClosed
+from protos import broker_pb2
+from protos.add_request import varint
+
+log = logging.getLogger(__name__)
+
+_LENGTH_DELIMITED, _VARINT = 2, 0
+_FRAME = broker_pb2.ProducerRequestFrame.DESCRIPTOR.fields_by_name
+_ID_TAG = bytes([(_FRAME["id"].number << 3) | _VARINT])
+_REQUEST_TAG = bytes([(_FRAME["request"].number << 3) | _LENGTH_DELIMITED])
+_END = bytes([(_FRAME["end"].number << 3) | _VARINT, 1])
+_FRAMES_TAG = bytes(
+    [
+        (broker_pb2.ProducerRequestFrames.DESCRIPTOR.fields_by_name["frames"].number << 3)
+        | _LENGTH_DELIMITED
+    ]
+)
+METHOD = "/magnetar.Broker/ProduceMany"
+
+
+def encode_frame(stream_id: int, request: bytes | None, end: bool = False) -> bytes:
+    """One ``ProducerRequestFrame`` as an element of ``ProducerRequestFrames``
+    (so frames are joined into a message by concatenation)."""
+    parts = [_ID_TAG, varint(stream_id)]
+    if request is not None:
+        parts += (_REQUEST_TAG, varint(len(request)), request)
+    if end:
+        parts.append(_END)
+    body = b"".join(parts)
+    return b"".join((_FRAMES_TAG, varint(len(body)), body))
+
+
+class ProduceMux:
+    """The ``ProduceMany`` stream of one connection, opened on first use."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._method = channel.stream_stream(
+            METHOD,
+            request_serializer=None,  # messages are joined frames (encode_frame)
+            response_deserializer=broker_pb2.ProducerResponseFrames.FromString,
+        )
+        self._call: Any = None
+        self._calls: dict[int, ProducerCall] = {}
+        self._ids = itertools.count(1)
+        self._out: list[bytes] = []
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._closed = False
+
+    def open(self) -> ProducerCall:
+        """A new producer stream (its first write must create the producer);
+        AlreadyClosed once the connection closed."""
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+        if self._call is None:
+            self._call = self._method()
+            self._out = []
+            self._tasks = [
+                asyncio.create_task(self._writer(self._call)),
+                asyncio.create_task(self._reader(self._call)),
+            ]
+        call = ProducerCall(self, next(self._ids), self._call)
+        self._calls[call.stream_id] = call
+        return call
+
+    def send(self, call: ProducerCall, frame: bytes) -> None:
+        if call.grpc_call is self._call:
+            self._out.append(frame)
+            self._wake.set()
+        # else: that gRPC call is over; its producer reads the failure.
+
+    def forget(self, call: ProducerCall) -> None:
+        if self._calls.get(call.stream_id) is call:
+            del self._calls[call.stream_id]
+
+    async def _writer(self, grpc_call: Any) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                out, self._out = self._out, []
+                if out:
+                    await grpc_call.write(b"".join(out))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the reader reads why
+            log.debug("producer stream write failed: %s", exc)
+
+    async def _reader(self, grpc_call: Any) -> None:
+        failure: Any = grpc.aio.EOF
+        try:
+            while (message := await grpc_call.read()) is not grpc.aio.EOF:
+                for frame in message.frames:
+                    call = self._calls.get(frame.id)
+                    if call is None:
+                        continue
+                    if frame.HasField("response"):
+                        call.answers.put_nowait(frame.response)
+                    if frame.end:
+                        del self._calls[frame.id]
+                        call.answers.put_nowait(grpc.aio.EOF)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failure = exc
+        self._ended(grpc_call, failure)
+
+    def _ended(self, grpc_call: Any, failure: Any) -> None:
+        if self._call is grpc_call:
+            self._call = None
+            for task in self._tasks:
+                if task is not asyncio.current_task():
+                    task.cancel()
+        for stream_id, call in list(self._calls.items()):
+            if call.grpc_call is grpc_call:
+                del self._calls[stream_id]
+                call.answers.put_nowait(failure)
+
+    async def close(self, timeout_s: float = 2.0) -> None:
+        """End the gRPC call: half-closed, and its end awaited for up to
+        ``timeout_s`` (the broker ends it once its streams are over), so
+        nothing of it is left running when the channel closes."""
+        self._closed = True
+        call, self._call = self._call, None
+        tasks = self._tasks
+        writer, reader = tasks if tasks else (None, None)
+        if writer is not None:
+            writer.cancel()
+        if call is not None and reader is not None:
+            try:
+                await asyncio.wait_for(self._finish(call, reader), timeout_s)
+            except (Exception, asyncio.CancelledError):
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                call.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @staticmethod
+    async def _finish(call: Any, reader: asyncio.Task) -> None:
+        await call.done_writing()
+        await asyncio.shield(reader)
+
+
+class ProducerCall:
+    """One producer's stream on the connection's ``ProduceMany`` call."""
+
+    def __init__(self, mux: ProduceMux, stream_id: int, grpc_call: Any) -> None:
+        self.mux = mux
+        self.stream_id = stream_id
+        self.grpc_call = grpc_call
+        # The broker's answers (bounded by the producer's sends in flight),
+        # then EOF or the gRPC call's failure.
+        self.answers: asyncio.Queue = asyncio.Queue()
+        self._last: Any = None
+        self._ended = False
+
+    async def write(self, request: broker_pb2.ProducerRequest) -> None:
+        if self._ended:
+            raise asyncio.InvalidStateError("the producer stream was ended")
+        self.mux.send(self, encode_frame(self.stream_id, request.SerializeToString()))
+
+    async def read(self) -> Any:
+        """The next answer; grpc.aio.EOF once the stream ended (again on
+        every later read); the gRPC call's failure raised."""
+        if self._last is None:
+            item = await self.answers.get()
+            if item is not grpc.aio.EOF and not isinstance(item, BaseException):
+                return item
+            self._last = item
+        if isinstance(self._last, BaseException):
+            raise self._last
+        return self._last
+
+    async def done_writing(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self.mux.send(self, encode_frame(self.stream_id, None, end=True))
+
+    def cancel(self) -> bool:
+        """End the stream (the broker drops the producer) and stop reading it."""
+        was_open = not self._ended
+        self._ended = True
+        if was_open:
+            self.mux.send(self, encode_frame(self.stream_id, None, end=True))
+        self.mux.forget(self)
+        if self._last is None:
+            self._last = grpc.aio.EOF
+        return was_open
+
+    async def code(self) -> grpc.StatusCode:
+        return await self.grpc_call.code()
+
+    async def details(self) -> str:
+        return await self.grpc_call.details()
