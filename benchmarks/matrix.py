@@ -53,6 +53,10 @@ class Row:
     ratio: float | None = None
     met: bool | None = None
 
+    def __post_init__(self) -> None:
+        if self.base:
+            self.ratio = self.figure / self.base
+
 
 def _locked(cmd: list[str], env: dict[str, str] | None = None) -> list[dict]:
     """Run ``cmd`` under the benchmark lock; its JSON output lines."""
@@ -198,8 +202,6 @@ class Sitting:
         return _median([run() for _ in range(self.reps)])
 
     def add(self, row: Row) -> None:
-        if row.base is not None and row.base:
-            row.ratio = row.figure / row.base
         self.rows.append(row)
         print(_line(row), file=sys.stderr, flush=True)
 
@@ -271,6 +273,16 @@ def latency(s: Sitting, endpoints: Path) -> None:
         )
     )
     s.add(_at_most(Row("e2e p99 @2,000/s", ours["e2e"], "ms", "Redis always", theirs["e2e"]), 1.5))
+    floor = s.repeated(lambda: _locked([PY, "benchmarks/latency_floor.py"])[0]["p99_ms"])
+    s.add(
+        Row(
+            "floor: bare 2 gRPC hops + group-commit fsync, p99 @2,000/s",
+            floor,
+            "ms",
+            "Redis always",
+            theirs["pub"],
+        )
+    )
     ours999 = s.repeated(e2e("magnetar", "p999"))
     theirs999 = s.repeated(e2e("redis", "p999"))
     s.add(_at_most(Row("e2e p99.9 @2,000/s", ours999, "ms", "Redis always", theirs999), 2))
@@ -457,10 +469,8 @@ def _fmt(v: float | None) -> str:
 def _line(row: Row) -> str:
     ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
     met = "" if row.met is None else ("yes" if row.met else "**no**")
-    return (
-        f"| {row.what} | {_fmt(row.figure)} {row.unit} | {row.against} "
-        f"{_fmt(row.base)} | {ratio} | {row.target} | {met} |"
-    )
+    against = f"{row.against} {_fmt(row.base)} {row.unit}" if row.against else ""
+    return f"| {row.what} | {_fmt(row.figure)} {row.unit} | {against} | {ratio} | {row.target} | {met} |"
 
 
 def table(rows: list[Row]) -> str:

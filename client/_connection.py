@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -66,16 +68,61 @@ def parse_service_url(url: str) -> list[str]:
     return hosts
 
 
+class _LoopInbox:
+    """Calls other threads hand to one loop, run in order at its next turn.
+    One ``call_soon_threadsafe`` (a wake-up of the loop through its
+    self-pipe) serves every call posted before the loop gets to them: a
+    sender thread that opens and seals batches on many partitions wakes the
+    loop once per turn, not once per batch."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._calls: list[Callable[[], object]] = []
+
+    def post(self, fn: Callable[[], object]) -> None:
+        with self._lock:
+            self._calls.append(fn)
+            first = len(self._calls) == 1
+        if first:
+            try:
+                self.loop.call_soon_threadsafe(self._run)
+            except RuntimeError:  # the loop is closed: nothing will run them
+                with self._lock:
+                    self._calls.clear()
+                raise
+
+    def _run(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for fn in calls:
+            try:
+                fn()
+            except Exception:
+                log.exception("a call handed to the event loop failed")
+
+
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
+    weakref.WeakKeyDictionary()
+)
+_inboxes_lock = threading.Lock()
+
+
 def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:
-    """Run ``fn`` on ``loop``: now when already on it, else at its next turn."""
+    """Run ``fn`` on ``loop``: now when already on it, else at its next turn
+    (in the order of the calls, with one wake-up for all: _LoopInbox)."""
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
     if running is loop:
         fn()
-    else:
-        loop.call_soon_threadsafe(fn)
+        return
+    inbox = _inboxes.get(loop)
+    if inbox is None:
+        with _inboxes_lock:
+            inbox = _inboxes.setdefault(loop, _LoopInbox(loop))
+    inbox.post(fn)
 
 
 # gRPC's own reconnection backoff on the SDK's channels (first and largest,

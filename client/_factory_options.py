@@ -178,8 +178,15 @@ def prepare_send(schema: Any, content: Any, kwargs: dict[str, Any]) -> tuple[Any
     return encode_value(schema, content, args), args
 
 
+# send() arguments passed to the engine as they are (the others are checked
+# or converted below): a send with only these takes the short way.
+_AS_IS = frozenset({"partition_key", "sequence_id", "event_timestamp"})
+
+
 def send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``send``'s keyword arguments, checked, in the engine's terms."""
+    if kwargs.keys() <= _AS_IS:  # this runs once per message
+        return kwargs
     out = check_options("send", kwargs)
     if out.get("properties") is not None:
         out["properties"] = check_properties(out["properties"])

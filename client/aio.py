@@ -22,6 +22,7 @@ from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
 from client._factory_options import check_options, check_topic, pattern_topic, prepare_send
+from client._gc import tune_gc
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
@@ -245,6 +246,7 @@ class Client:
         **kwargs: Any,
     ) -> None:
         tls, keep_alive_s = client_transport(service_url, kwargs)
+        tune_gc()  # client/_gc.py
         self._operation_timeout_s = operation_timeout_seconds
         # What the connection pool is made with, when first needed.
         self._pool_args = (
