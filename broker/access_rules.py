@@ -33,18 +33,13 @@ from protos.access import AccessDenied
 class Rule:
     need: Need
     target: Callable[[Any], Target] | None  # None: about the whole cluster
+    # The call carries many streams, each judged before its producer is
+    # created (broker/producer_mux.py): the call itself needs only a role.
+    per_stream: bool = False
 
 
 def _producer(req: broker_pb2.ProducerRequest) -> Target:
     return topic_target(req.create.topic)
-
-
-def _first_producer(req: broker_pb2.ProducerRequestFrames) -> Target:
-    # Every later stream's producer is judged before it is created
-    # (broker/producer_mux.py); the call's first frame must create one.
-    if not req.frames or req.frames[0].request.WhichOneof("request") != "create":
-        raise ValueError("the first frame does not create a producer")
-    return topic_target(req.frames[0].request.create.topic)
 
 
 def _consumer(req: broker_pb2.ConsumerRequest) -> Target:
@@ -65,7 +60,9 @@ def _namespace(req: Any) -> Target:
 
 RPC_RULES: dict[str, Rule] = {
     "Broker/Produce": Rule(Need.PRODUCE, _producer),
-    "Broker/ProduceMany": Rule(Need.PRODUCE, _first_producer),
+    # Each producer of the call is judged before it is created; one refused
+    # topic must not end the call (and its other producers) for good.
+    "Broker/ProduceMany": Rule(Need.PRODUCE, None, per_stream=True),
     "Broker/Consume": Rule(Need.CONSUME, _consumer),
     "Broker/Lookup": Rule(Need.LOOKUP, _topic),
     "Broker/GetPartitionedTopicMetadata": Rule(Need.LOOKUP, _topic),
@@ -112,6 +109,8 @@ class BrokerGatekeeper:
         rule = RPC_RULES.get(method)
         if rule is None:
             raise AccessDenied(f"{method} has no authorization rule")
+        if rule.per_stream:
+            return
         try:
             if method == "BrokerAdmin/Call":
                 need, target = _call_rule(request)

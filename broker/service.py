@@ -53,7 +53,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.ownership = ownership
         self.producers = ProducerStream(topics, settings, broker_name, still_allowed)
         self.producer_mux = ProducerMux(
-            self.producers, settings.max_producer_streams_per_connection
+            self.producers,
+            settings.max_producer_streams_per_connection,
+            settings.max_pending_publish_requests_per_connection,
         )
         self.consumers = ConsumerStream(topics, broker_name, still_allowed)
 

@@ -302,6 +302,12 @@ class BrokerSettings:
         "Producers one client connection may have open on this broker at once (the SDK "
         "puts every producer of a connection on one `ProduceMany` stream).",
     )
+    max_pending_publish_requests_per_connection: int = setting(
+        10000,
+        "Publish requests a `ProduceMany` connection may have read ahead of its producers "
+        "(past it the connection is not read until they take some), and answers it may hold "
+        "unsent (past it its producers wait).",
+    )
     stats_update_frequency_in_secs: float = setting(
         60.0,
         "The stats interval: rates in `topics stats`, load reports and Prometheus are the "

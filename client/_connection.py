@@ -76,7 +76,8 @@ class _LoopInbox:
     loop once per turn, not once per batch."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weakly: the inbox is the value of its loop's entry in _inboxes.
+        self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         self._calls: list[Callable[[], object]] = []
 
@@ -85,8 +86,11 @@ class _LoopInbox:
             self._calls.append(fn)
             first = len(self._calls) == 1
         if first:
+            loop = self._loop()
             try:
-                self.loop.call_soon_threadsafe(self._run)
+                if loop is None:
+                    raise RuntimeError("the event loop is gone")
+                loop.call_soon_threadsafe(self._run)
             except RuntimeError:  # the loop is closed: nothing will run them
                 with self._lock:
                     self._calls.clear()

@@ -37,6 +37,7 @@ _FRAMES_TAG = bytes(
     ]
 )
 METHOD = "/magnetar.Broker/ProduceMany"
+MESSAGE_BYTES = 4 << 20  # frames per gRPC message (the limit is 16 MiB)
 
 
 def encode_frame(stream_id: int, request: bytes | None, end: bool = False) -> bytes:
@@ -99,13 +100,24 @@ class ProduceMux:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                out, self._out = self._out, []
-                if out:
-                    await grpc_call.write(b"".join(out))
+                await self._write_out(grpc_call)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the reader reads why
-            log.debug("producer stream write failed: %s", exc)
+        except Exception as exc:  # the call is over: its producers read why
+            log.info("producer stream to the broker failed to write: %s", exc)
+            grpc_call.cancel()
+
+    async def _write_out(self, grpc_call: Any) -> None:
+        """Every frame queued, in messages of at most MESSAGE_BYTES (a bigger
+        frame goes alone)."""
+        out, self._out = self._out, []
+        while out:
+            size, n = 0, 0
+            while n < len(out) and (n == 0 or size + len(out[n]) <= MESSAGE_BYTES):
+                size += len(out[n])
+                n += 1
+            await grpc_call.write(b"".join(out[:n]))
+            out = out[n:]
 
     async def _reader(self, grpc_call: Any) -> None:
         failure: Any = grpc.aio.EOF
@@ -127,6 +139,7 @@ class ProduceMux:
         self._ended(grpc_call, failure)
 
     def _ended(self, grpc_call: Any, failure: Any) -> None:
+        grpc_call.cancel()  # (a no-op when it is over already)
         if self._call is grpc_call:
             self._call = None
             for task in self._tasks:
@@ -159,8 +172,8 @@ class ProduceMux:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    @staticmethod
-    async def _finish(call: Any, reader: asyncio.Task) -> None:
+    async def _finish(self, call: Any, reader: asyncio.Task) -> None:
+        await self._write_out(call)  # the last goodbyes
         await call.done_writing()
         await asyncio.shield(reader)
 

@@ -168,6 +168,13 @@ class ProducerEngine:
             self.connection = await self.resolver(self.topic)
         await self.connection.ensure_ready()
         call = self.connection.producer_call()
+        try:
+            return await self._create_on(call)
+        except BaseException:
+            call.cancel()  # a create cancelled or refused leaves no producer behind
+            raise
+
+    async def _create_on(self, call: ProducerCall) -> broker_pb2.ProducerCreated:
         create = broker_pb2.ProducerRequest(
             create=broker_pb2.CreateProducer(
                 topic=self.topic,
@@ -181,7 +188,6 @@ class ProducerEngine:
         if resp is grpc.aio.EOF:
             raise from_wire_or(None, f"the broker closed the producer stream on {self.topic}")
         if resp.HasField("error"):
-            call.cancel()
             raise from_wire(resp.error)
         self._call = call
         return resp.created
@@ -280,10 +286,10 @@ class ProducerEngine:
                 key_b64,
             )
             self._pending += 1
-            # A batch that fills the pending queue can grow no more: it goes now.
-            sealed = self._add_locked(
-                msg, flush_now or self._pending >= self.opts.max_pending_messages
-            )
+            # A batch that fills the pending queue of a sender that would
+            # block can grow no more: it goes now.
+            full = self.opts.block_if_queue_full and self._pending >= self.opts.max_pending_messages
+            sealed = self._add_locked(msg, flush_now or full)
             arm = bool(self._open) and not self._timer_armed
             if arm:
                 self._timer_armed = True

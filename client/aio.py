@@ -13,6 +13,7 @@ import inspect
 import logging
 import re
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -256,7 +257,9 @@ class Client:
         self._connections: Connections | None = None
         self._producers: list[AnyProducerEngine] = []
         self._consumers: list[AnyConsumerEngine] = []
-        self._retry_letters: list[RetryLetters] = []  # their producers close with the client
+        # Their producers close with the client (weakly: a consumer dropped
+        # unclosed takes its retry letters with it).
+        self._retry_letters: weakref.WeakSet[RetryLetters] = weakref.WeakSet()
         self._closed = False
 
     def _pool(self) -> Connections:
@@ -412,7 +415,7 @@ class Client:
             dead_topic,
             max_times,
         )
-        self._retry_letters.append(consumer._retry)
+        self._retry_letters.add(consumer._retry)
         return consumer
 
     async def _start_multi(self, multi: MultiConsumerEngine, topics: list[str]) -> None:
@@ -492,7 +495,7 @@ class Client:
                 await c.close()
             except Exception:
                 pass
-        for letters in self._retry_letters:
+        for letters in list(self._retry_letters):
             try:
                 await letters.close()  # (again, if its consumer was closed: a no-op)
             except Exception:

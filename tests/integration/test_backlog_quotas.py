@@ -101,6 +101,32 @@ def test_producer_request_hold_holds_sends_until_consumers_catch_up(
         assert done.wait(15), "the held send did not resume after the consumer caught up"
 
 
+def test_a_held_producer_does_not_hold_the_other_producers_of_its_connection(
+    admin, namespace, quota_cluster
+):
+    # Every producer of a client connection shares one ProduceMany stream:
+    # the held one's requests wait in its own queue, and the connection keeps
+    # being read for the others (and for its own retry and dead letters).
+    topic = f"persistent://{namespace}/hold-one"
+    admin.namespaces.set_backlog_quota(namespace, limit_size=LIMIT, policy="producer_request_hold")
+    with Client(quota_cluster.service_url) as c:
+        slow = c.subscribe(topic, "slow")
+        short = c.create_producer(topic, batching_enabled=False, send_timeout_millis=1500)
+        _fill_until(short, Timeout)  # the topic is over quota: its sends are held
+        short.close()
+        held = c.create_producer(topic, batching_enabled=False, send_timeout_millis=60000)
+        done = threading.Event()
+        for i in range(20):  # far more held requests than a stream reads ahead
+            held.send_async(f"held {i}".encode(), lambda res, msg_id: done.set())
+        other = c.create_producer("persistent://public/default/not-held", batching_enabled=False)
+        for i in range(5):
+            other.send(f"free {i}".encode())  # each within the client's operation timeout
+        assert not done.is_set(), "a held send went through while over quota"
+        slow.close()
+        admin.topics.unsubscribe(topic, "slow")  # the backlog goes: sends resume
+        assert done.wait(15), "the held sends did not resume"
+
+
 def test_consumer_backlog_eviction_drops_the_oldest_backlog(admin, namespace, quota_cluster):
     topic = f"persistent://{namespace}/evict"
     admin.namespaces.set_backlog_quota(

@@ -144,6 +144,9 @@ class Row:
     allowed: str  # the least role that may make it
     lacking: str  # a role that may not
     succeeded: Callable[[Any], bool] = _ok
+    # A call that carries many streams judges each by itself: a lacking role's
+    # stream is refused in its answer, not by ending the call.
+    refused_in_band: Callable[[Any], bool] | None = None
 
 
 def _stream_ok(kind: str) -> Callable[[Any], bool]:
@@ -175,6 +178,7 @@ def _broker_rows(n: int) -> dict[str, Row]:
             "alice",
             "reader",
             lambda answer: answer.frames[0].response.WhichOneof("response") == "created",
+            lambda answer: answer.frames[0].response.error.code == common_pb2.UNAUTHORIZED,
         ),
         "Broker/Consume": Row(
             _first_answer(
@@ -298,20 +302,25 @@ def test_every_rpc_refuses_no_token_and_a_lacking_role_and_serves_the_right_one(
         for method, row in _rows().items():
             refused = _status(row.call, channel, ())
             assert refused == grpc.StatusCode.UNAUTHENTICATED, method
-            lacking = _status(row.call, channel, secured.metadata(row.lacking))
-            assert lacking == grpc.StatusCode.PERMISSION_DENIED, (method, row.lacking)
+            if row.refused_in_band is not None:
+                answer = row.call(channel, secured.metadata(row.lacking))
+                assert row.refused_in_band(answer), (method, row.lacking, answer)
+            else:
+                lacking = _status(row.call, channel, secured.metadata(row.lacking))
+                assert lacking == grpc.StatusCode.PERMISSION_DENIED, (method, row.lacking)
             answer = row.call(channel, secured.metadata(row.allowed))
             assert row.succeeded(answer), (method, row.allowed, answer)
 
 
 def test_each_producer_of_a_produce_many_stream_is_authorized_before_it_is_created(secured):
-    # The gRPC guard judges the call's first frame; a later stream's create
-    # on a topic the role may not produce on is refused by itself, and the
-    # topic is not created.
+    # The call is admitted on its role; each stream's create is judged by
+    # itself. A refused one (here the first) is answered in its own frames,
+    # changes nothing (its topic is not created) and does not end the call:
+    # the next stream's producer is created on it.
     elsewhere = "persistent://public/default/not-for-alice"
     frames = [
-        broker_pb2.ProducerRequestFrames(frames=[_create_frame(1, TOPIC)]),
-        broker_pb2.ProducerRequestFrames(frames=[_create_frame(2, elsewhere)]),
+        broker_pb2.ProducerRequestFrames(frames=[_create_frame(1, elsewhere)]),
+        broker_pb2.ProducerRequestFrames(frames=[_create_frame(2, TOPIC)]),
     ]
     answers: dict[int, list[Any]] = {1: [], 2: []}
     with grpc.insecure_channel(secured.cluster.endpoints["broker"]) as channel:
@@ -322,15 +331,15 @@ def test_each_producer_of_a_produce_many_stream_is_authorized_before_it_is_creat
             for message in stream:
                 for frame in message.frames:
                     answers[frame.id].append(frame)
-                if any(f.end for f in answers[2]) and answers[1]:
+                if any(f.end for f in answers[1]) and answers[2]:
                     break
         finally:
             stream.cancel()
-    assert answers[1][0].response.WhichOneof("response") == "created"
-    refusal = answers[2][0].response
+    refusal = answers[1][0].response
     assert refusal.WhichOneof("response") == "error", refusal
     assert refusal.error.code == common_pb2.UNAUTHORIZED, refusal
-    assert answers[2][-1].end
+    assert answers[1][-1].end
+    assert answers[2][0].response.WhichOneof("response") == "created"
     with secured.admin() as admin:
         assert elsewhere not in admin.topics.get_list("public/default")
 

@@ -5,6 +5,7 @@ event loop (client/_connection.py call_in_loop) and its GC threshold
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import threading
 
@@ -17,7 +18,7 @@ from client._gc import CPYTHON_DEFAULT, YOUNG_THRESHOLD, tune_gc
 class _CountingLoop(asyncio.SelectorEventLoop):
     wakes = 0
 
-    def call_soon_threadsafe(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def call_soon_threadsafe(self, *args, **kwargs):  # type: ignore[no-untyped-def,override]
         self.wakes += 1
         return super().call_soon_threadsafe(*args, **kwargs)
 
@@ -29,7 +30,7 @@ def test_calls_from_another_thread_run_in_order_with_one_wake_per_turn():
 
     def post() -> None:
         for i in range(200):
-            call_in_loop(loop, lambda i=i: ran.append(i))
+            call_in_loop(loop, functools.partial(ran.append, i))
         all_posted.set()
 
     async def main() -> None:
