@@ -4,7 +4,7 @@ A Magnetar publish crosses client → broker → bookie (fdatasync) and back.
 This script builds that shape from the building blocks alone, pipelined as
 Magnetar is: a store process that group-commits (appends everything that
 arrived during the last fdatasync, syncs once in a thread, answers them
-all), a relay process that forwards each message downstream at once and
+all in one message), a relay process that forwards each message downstream at once and
 answers the client as the store answers, and an open-loop client sending
 1 KiB messages at ``--rate`` for ``--seconds`` on one gRPC stream. Latency =
 answer time - send time (HdrHistogram). Whatever Magnetar does on top, its
@@ -70,8 +70,7 @@ async def _store(context: grpc.aio.ServicerContext, journal: str) -> None:
             if not group:
                 continue
             await asyncio.to_thread(sync, b"".join(group))
-            for msg in group:
-                await context.write(msg[:8])
+            await context.write(b"".join(msg[:8] for msg in group))  # one answer for the group
     finally:
         reader.cancel()
         os.close(fd)
@@ -125,11 +124,15 @@ async def open_loop(target: str, rate: int, seconds: float, size: int) -> dict:
     warm_up = rate // 10  # the first 0.1 s (connections warming) is not recorded
 
     async def answers() -> None:
-        for i in range(total):
-            stamp = await call.read()
-            if i >= warm_up:
-                sent = int.from_bytes(stamp, "big")
-                h.record_value(max(1, (time.perf_counter_ns() - sent) // 1000))
+        i = 0
+        while i < total:
+            stamps = await call.read()
+            now = time.perf_counter_ns()
+            for at in range(0, len(stamps), 8):
+                if i >= warm_up:
+                    sent = int.from_bytes(stamps[at : at + 8], "big")
+                    h.record_value(max(1, (now - sent) // 1000))
+                i += 1
 
     reading = asyncio.create_task(answers())
     t0 = time.perf_counter()

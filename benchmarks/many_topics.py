@@ -27,7 +27,7 @@ import time
 
 from hdrh.histogram import HdrHistogram
 
-from client import Client
+from client import Client, ServiceUnitNotReady
 from client import aio as magnetar
 
 PAYLOAD = b"x" * 1024
@@ -77,7 +77,13 @@ async def _fill(url: str, prefix: str, n: int, concurrency: int = 32) -> None:
 
     async def one(i: int) -> None:
         async with sem:
-            p = await client.create_producer(f"{prefix}-{i}")
+            for attempt in range(3):  # a bundle split by the load manager may outlast one lookup
+                try:
+                    p = await client.create_producer(f"{prefix}-{i}")
+                    break
+                except ServiceUnitNotReady:
+                    if attempt == 2:
+                        raise
             await p.send(PAYLOAD)
             await p.close()
 
