@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -103,6 +105,36 @@ async def ping_pong(target: str, n: int, size: int) -> dict:
     }
 
 
+Start = Callable[..., str]  # (downstream="", journal="") -> the server's address
+
+
+@contextmanager
+def floor_servers(script: str) -> Iterator[tuple[Start, Path]]:
+    """``start(downstream="", journal="")`` runs ``script --serve PORT
+    DOWNSTREAM JOURNAL`` on a free port and gives its address; every server
+    started is stopped at the end. Also a scratch directory for journals."""
+    procs: list[subprocess.Popen] = []
+
+    def start(downstream: str = "", journal: str = "") -> str:
+        port = free_port()
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, script, "--serve", str(port), downstream, journal],
+                stdin=subprocess.DEVNULL,
+            )
+        )
+        return f"127.0.0.1:{port}"
+
+    with tempfile.TemporaryDirectory(dir=".") as tmp:
+        try:
+            yield start, Path(tmp)
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(timeout=10)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--n", type=int, default=3000)
@@ -114,36 +146,18 @@ def main() -> None:
         asyncio.run(serve(int(port), downstream or None, journal or None))
         return
 
-    procs: list[subprocess.Popen] = []
-
-    def start(downstream: str = "", journal: str = "") -> str:
-        port = free_port()
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, __file__, "--serve", str(port), downstream, journal],
-                stdin=subprocess.DEVNULL,
-            )
-        )
-        return f"127.0.0.1:{port}"
-
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        try:
-            echo = start()
-            store = start(journal=str(Path(tmp) / "journal"))
-            relay = start(downstream=store)
-            cases = [
-                ("1 hop (client -> server), no disk", echo),
-                ("1 hop + fdatasync", store),
-                ("2 hops + fdatasync (the shape of a Magnetar send)", relay),
-            ]
-            for name, target in cases:
-                res = asyncio.run(ping_pong(target, a.n, a.size))
-                print(json.dumps({"case": name, "n": a.n, **res}), flush=True)
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(timeout=10)
+    with floor_servers(__file__) as (start, tmp):
+        echo = start()
+        store = start(journal=str(tmp / "journal"))
+        relay = start(downstream=store)
+        cases = [
+            ("1 hop (client -> server), no disk", echo),
+            ("1 hop + fdatasync", store),
+            ("2 hops + fdatasync (the shape of a Magnetar send)", relay),
+        ]
+        for name, target in cases:
+            res = asyncio.run(ping_pong(target, a.n, a.size))
+            print(json.dumps({"case": name, "n": a.n, **res}), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,7 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +31,7 @@ import grpc.aio
 from hdrh.histogram import HdrHistogram
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from protos.serving import free_port
+from benchmarks.grpc_floor import floor_servers
 
 SERVICE = "floor.Floor"
 METHOD = f"/{SERVICE}/Stream"
@@ -163,29 +161,11 @@ def main() -> None:
         port, downstream, journal = a.serve
         asyncio.run(serve(int(port), downstream, journal))
         return
-    procs: list[subprocess.Popen] = []
-
-    def start(downstream: str = "", journal: str = "") -> str:
-        port = free_port()
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, __file__, "--serve", str(port), downstream, journal],
-                stdin=subprocess.DEVNULL,
-            )
-        )
-        return f"127.0.0.1:{port}"
-
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        try:
-            store = start(journal=str(Path(tmp) / "journal"))
-            relay = start(downstream=store)
-            res = asyncio.run(open_loop(relay, a.rate, a.seconds, a.size))
-            print(json.dumps(res), flush=True)
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(timeout=10)
+    with floor_servers(__file__) as (start, tmp):
+        store = start(journal=str(tmp / "journal"))
+        relay = start(downstream=store)
+        res = asyncio.run(open_loop(relay, a.rate, a.seconds, a.size))
+        print(json.dumps(res), flush=True)
 
 
 if __name__ == "__main__":

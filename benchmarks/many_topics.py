@@ -25,6 +25,7 @@ import asyncio
 import json
 import time
 
+import psutil
 from hdrh.histogram import HdrHistogram
 
 from client import Client, ServiceUnitNotReady
@@ -34,11 +35,7 @@ PAYLOAD = b"x" * 1024
 
 
 def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
+    return int(psutil.Process(pid).memory_info().rss // 1024)
 
 
 def settled_rss_kib(pid: int, max_s: float = 10.0) -> int:

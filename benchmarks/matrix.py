@@ -176,26 +176,13 @@ class Sitting:
         self._n = 0
 
     def peers_one(self, peer: str, endpoints: Path, *args: str) -> dict:
+        """One run of the peer harness (``args`` as ``peers.py one`` takes them)."""
         self._n += 1
         out = self.work / f"peers-{self._n}.jsonl"
         env = {**self.env, "MAGNETAR_ENDPOINTS": str(endpoints)}
         env["MAGNETAR_SERVICE_URL"] = json.loads(endpoints.read_text())["service_url"]
-        extra = ["--redis-fsync", args[0]] if peer.startswith("redis") else []
-        rest = args[1:] if peer.startswith("redis") else args
-        _locked(
-            [
-                PY,
-                "benchmarks/peers_magnetar.py",
-                "one",
-                "--peer",
-                peer.split("-")[0],
-                *extra,
-                *rest,
-                "--out",
-                str(out),
-            ],
-            env,
-        )
+        cmd = [PY, "benchmarks/peers_magnetar.py", "one", "--peer", peer, *args, "--out", str(out)]
+        _locked(cmd, env)
         return dict(json.loads(out.read_text().splitlines()[-1]))
 
     def repeated(self, run: Callable[[], float]) -> float:
@@ -242,13 +229,13 @@ def partitions(s: Sitting, endpoints: Path, where: str) -> dict[tuple[str, int],
 
 def latency(s: Sitting, endpoints: Path) -> None:
     def pub(peer: str, pct: str) -> Callable[[], float]:
-        args = ("always",) if peer == "redis" else ()
+        args = ("--redis-fsync", "always") if peer == "redis" else ()
         return lambda: s.peers_one(
             peer, endpoints, *args, "--workload", "latency", "--rate", "2000", "--duration", "10"
         )["lat_ms"][pct]
 
     def e2e(peer: str, pct: str) -> Callable[[], float]:
-        args = ("always",) if peer == "redis" else ()
+        args = ("--redis-fsync", "always") if peer == "redis" else ()
         return lambda: s.peers_one(
             peer,
             endpoints,
@@ -382,6 +369,7 @@ def pipelined(s: Sitting, endpoints: Path) -> None:
         res = s.peers_one(
             "redis",
             endpoints,
+            "--redis-fsync",
             "everysec",
             "--workload",
             "produce",

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import threading
 import time
+
+import psutil
 
 from client import Client, PartitionsRoutingMode, Result
 from client.admin import Admin
 
 
 def cpu_s(pid: int) -> float:
-    """utime + stime of a process, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system)
 
 
 def run_case(

@@ -181,7 +181,6 @@ class Connection:
             self._set_channel(aio_channel(address, self.options, token))
 
     def _set_channel(self, channel: grpc.aio.Channel) -> None:
-        self._producers = None  # (a TLS channel is set once, before any producer)
         self._channel = channel
         self._stub = broker_pb2_grpc.BrokerStub(channel)
 

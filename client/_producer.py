@@ -315,13 +315,7 @@ class ProducerEngine:
                 f"{self._pending} messages are pending on {self.topic} "
                 f"(max_pending_messages = {limit})"
             )
-        if self._open:
-            # Every pending slot is taken and some are in the open batch: its
-            # timer would only add delay, so it goes now.
-            self._seal_locked()
-            if not self._kicked:
-                self._kicked = True
-                call_in_loop(self.loop, self._wake.set)
+        # (The batch that filled the queue was sealed as it did: enqueue.)
         while self._pending >= limit:
             self._space.wait(timeout=0.5)
             self._check_open()

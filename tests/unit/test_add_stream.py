@@ -27,12 +27,31 @@ CASES = [
 ]
 
 
-async def _store_later(futures: dict[int, asyncio.Future], later: list[int]) -> None:
+class _Watched(asyncio.Future):
+    """A future that knows whether a task waits on it (a task awaiting a
+    future registers a done callback)."""
+
+    awaited = False
+
+    def add_done_callback(self, fn, *, context=None):  # type: ignore[no-untyped-def,override]
+        self.awaited = True
+        super().add_done_callback(fn, context=context)
+
+
+async def _until(condition) -> None:  # type: ignore[no-untyped-def]
+    """Give the other tasks turns until ``condition()`` (the test's
+    wait_for is the deadline)."""
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def _store_later(futures: dict[int, _Watched], later: list[int]) -> None:
+    def answering_waits() -> bool:
+        return any(f.awaited and not f.done() for f in futures.values())
+
     for i in later:
-        while i not in futures:  # until the request was taken
-            await asyncio.sleep(0)
-        for _ in range(5):  # the answering side reaches its wait before each store
-            await asyncio.sleep(0)
+        # Stored once it was taken and the answering side waits on an answer.
+        await _until(lambda i=i: i in futures and answering_waits())
         futures[i].set_result(bookie_pb2.AddResponse(request_id=i))
 
 
@@ -42,11 +61,10 @@ async def _store_later(futures: dict[int, asyncio.Future], later: list[int]) -> 
 )
 def test_answers_keep_request_order_and_go_together_when_ready(batches, ready, later, groups):
     async def main() -> list[list[int]]:
-        loop = asyncio.get_running_loop()
-        futures: dict[int, asyncio.Future] = {}
+        futures: dict[int, _Watched] = {}
 
         def add(req: AddRequestView) -> asyncio.Future:
-            fut = futures[req.request_id] = loop.create_future()
+            fut = futures[req.request_id] = _Watched()
             if req.request_id in ready:
                 fut.set_result(bookie_pb2.AddResponse(request_id=req.request_id))
             return fut
@@ -80,7 +98,8 @@ def test_reading_stops_at_max_pending_unanswered_requests():
 
         answering = answers_in_order(add, requests(), max_pending=3)
         first = asyncio.ensure_future(anext(answering))
-        for _ in range(50):
+        await _until(lambda: len(taken) >= 5)
+        for _ in range(50):  # turns in which reading must not go on (what is tested)
             await asyncio.sleep(0)
         first.cancel()  # the generator's cleanup stops its reader
         await asyncio.gather(first, return_exceptions=True)
