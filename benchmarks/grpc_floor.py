@@ -109,17 +109,18 @@ Start = Callable[..., str]  # (downstream="", journal="") -> the server's addres
 
 
 @contextmanager
-def floor_servers(script: str) -> Iterator[tuple[Start, Path]]:
+def floor_servers(script: str, *extra: str) -> Iterator[tuple[Start, Path]]:
     """``start(downstream="", journal="")`` runs ``script --serve PORT
-    DOWNSTREAM JOURNAL`` on a free port and gives its address; every server
-    started is stopped at the end. Also a scratch directory for journals."""
+    DOWNSTREAM JOURNAL *extra`` on a free port and gives its address, in the
+    order started; every server started is stopped at the end. Also a
+    scratch directory for journals."""
     procs: list[subprocess.Popen] = []
 
     def start(downstream: str = "", journal: str = "") -> str:
         port = free_port()
         procs.append(
             subprocess.Popen(
-                [sys.executable, script, "--serve", str(port), downstream, journal],
+                [sys.executable, script, "--serve", str(port), downstream, journal, *extra],
                 stdin=subprocess.DEVNULL,
             )
         )

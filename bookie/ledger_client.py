@@ -52,8 +52,9 @@ from bookie.quorum import (
     replicas_to_ask,
 )
 from bookie.replica_rows import keep_good_rows
-from metastore.client import BadVersionError, MetastoreClient
+from metastore.client import BadVersionError, Compare, MetastoreClient, Op
 from protos import bookie_pb2, common_pb2, metadata_paths
+from protos.add_request import add_requests
 from protos.digest import encode_record, entry_digest
 
 log = logging.getLogger(__name__)
@@ -123,26 +124,26 @@ class LedgerClient:
             if stat is not None:
                 self._learn(bookie_id, json.loads(stat.value))
 
+    async def _registered(self) -> list[tuple[str, dict]]:
+        """Every registered bookie and its registration, in one metastore read."""
+        prefix = metadata_paths.bookie_available("")
+        records, _ = await self.metastore.list_prefix(prefix)
+        found = [(r.key.removeprefix(prefix), json.loads(r.value)) for r in records]
+        return [(bookie_id, info) for bookie_id, info in found if "/" not in bookie_id]
+
     async def writable_bookies(self) -> list[str]:
-        out = []
-        for bookie_id in await self.metastore.children(metadata_paths.BOOKIES_AVAILABLE):
-            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
-            if stat is None:
-                continue
-            info = json.loads(stat.value)
-            if not info.get("read_only") and self._learn(bookie_id, info):
-                out.append(bookie_id)
-        return out
+        return [
+            bookie_id
+            for bookie_id, info in await self._registered()
+            if not info.get("read_only") and self._learn(bookie_id, info)
+        ]
 
     async def bookie_stats(self) -> dict[str, bookie_pb2.StatsResponse]:
         """Disk and store figures of every available bookie (read-only ones
         too) that answers; one that does not is left out."""
         out = {}
-        for bookie_id in await self.metastore.children(metadata_paths.BOOKIES_AVAILABLE):
-            stat = await self.metastore.get(metadata_paths.bookie_available(bookie_id))
-            if stat is None:
-                continue
-            if not self._learn(bookie_id, json.loads(stat.value)):
+        for bookie_id, info in await self._registered():
+            if not self._learn(bookie_id, info):
                 continue
             try:
                 out[bookie_id] = await self.connection(bookie_id).stats()
@@ -162,13 +163,41 @@ class LedgerClient:
     async def create_ledger(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b""
     ) -> LedgerWriter:
+        md = await self._new_metadata(ensemble_size, write_quorum, ack_quorum, password)
+        md.version = await self.metastore.put(
+            metadata_paths.ledger(md.ledger_id), md.to_json(), expected_version=-1
+        )
+        return LedgerWriter(self, md)
+
+    async def create_ledger_listed(
+        self,
+        quorums: tuple[int, int, int],
+        unchanged: Compare,
+        listing: Callable[[int], Op],
+    ) -> LedgerWriter | None:
+        """A new ledger whose metadata is written in one metastore
+        transaction with ``listing(ledger_id)`` (the record that lists it),
+        provided ``unchanged`` still holds; None (nothing written) if not."""
+        md = await self._new_metadata(*quorums, b"")
+        key = metadata_paths.ledger(md.ledger_id)
+        created, _ = await self.metastore.txn(
+            [Compare(key, version=-1), unchanged], [Op(key, md.to_json()), listing(md.ledger_id)]
+        )
+        if not created:
+            return None
+        md.version = 0  # a record's first version
+        return LedgerWriter(self, md)
+
+    async def _new_metadata(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes
+    ) -> LedgerMetadata:
+        """A new ledger's id and ensemble (not stored yet)."""
         check_quorums(ensemble_size, write_quorum, ack_quorum)
         ensemble = ensemble_placement.new_ensemble(
             await self.writable_bookies(), ensemble_size, self.settings.rng
         )
-        ledger_id = await self.metastore.increment(metadata_paths.LEDGER_ID_COUNTER)
-        md = LedgerMetadata(
-            ledger_id=ledger_id,
+        return LedgerMetadata(
+            ledger_id=await self.metastore.increment(metadata_paths.LEDGER_ID_COUNTER),
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
@@ -176,10 +205,6 @@ class LedgerClient:
             password=password,
             ctime_ms=int(time.time() * 1000),
         )
-        md.version = await self.metastore.put(
-            metadata_paths.ledger(ledger_id), md.to_json(), expected_version=-1
-        )
-        return LedgerWriter(self, md)
 
     async def metadata(self, ledger_id: int) -> LedgerMetadata:
         stat = await self.metastore.get(metadata_paths.ledger(ledger_id))
@@ -548,31 +573,6 @@ class LedgerClient:
                 log.warning(
                     "ledger %d: could not delete its entries on %s: %s", ledger_id, bookie_id, exc
                 )
-
-
-def add_requests(
-    ledger_id: int,
-    key: bytes,
-    records: Iterable[tuple[int, bytes]],
-    ensemble_size: int,
-    write_quorum: int,
-    wanted: Callable[[int], bool],
-    recovery: bool = False,
-) -> dict[int, bookie_pb2.AddRequest]:
-    """One add request per ensemble index for ``(entry id, record)`` rows:
-    each entry goes to the indexes of its write set that ``wanted`` keeps."""
-    cols: dict[int, list[bytes]] = {}
-    for entry_id, record in records:
-        for i in range(write_quorum):
-            idx = (entry_id + i) % ensemble_size
-            if wanted(idx):
-                cols.setdefault(idx, []).append(record)
-    return {
-        idx: bookie_pb2.AddRequest(
-            ledger_id=ledger_id, master_key=key, entries=b"".join(recs), recovery=recovery
-        )
-        for idx, recs in cols.items()
-    }
 
 
 def entry_id_before(lac: int, seg_first: int) -> int:

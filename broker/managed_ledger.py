@@ -5,9 +5,8 @@ JSON and changes only by compare-and-set. Opening the topic recovers (fences
 and closes) any ledger left open by a previous owner, drops empty ones,
 creates a fresh ledger and compare-and-sets the new list; no write is served
 before that succeeds, so a broker that lost the race never writes. Entries
-are appended to the last ledger and confirmed in order. Recently added
-entries stay in a byte-bounded cache for tailing consumers; anything else is
-read from the bookies.
+go to the last ledger, confirmed in order; recent ones stay in a byte-bounded
+cache for tailing consumers, older ones are read from the bookies.
 
 When to roll over to a new ledger and which ledgers may be deleted are
 decided in :mod:`broker.ledger_rules`; cursors (one per subscription) are
@@ -41,7 +40,7 @@ from broker.ledger_rules import (
 )
 from broker.message_counts import MessageCounts, TableBudget
 from broker.metrics import TopicMetrics
-from metastore.client import BadVersionError, MetastoreClient
+from metastore.client import BadVersionError, Compare, MetastoreClient, Op, Stat
 from protos import common_pb2, metadata_paths
 from protos.errors import MagnetarServerError
 from protos.topic_name import TopicName
@@ -132,8 +131,9 @@ class ManagedLedger:
 
     # ---------------------------------------------------------------- open/close
 
-    async def open(self) -> None:
-        stat = await self.metastore.get(self.key)
+    async def open(self, read: bool = True, record: Stat | None = None) -> None:
+        """``read=False``: the caller read the list's ``record`` just now."""
+        stat = await self.metastore.get(self.key) if read else record
         ids: list[int] = []
         recorded: dict[int, int] = {}
         if stat is not None:
@@ -152,22 +152,9 @@ class ManagedLedger:
                 )
             else:
                 await self.ledger_client.delete_ledger(ledger_id)
-        e, qw, qa = self.quorums
-        writer = await self.ledger_client.create_ledger(e, qw, qa)
-        new_ids = [*kept, writer.ledger_id]
-        self.message_counts.new_ledger(writer.ledger_id)
-        body = self._encode_list(new_ids, kept)
-        try:
-            self._version = await self.metastore.put(self.key, body, expected_version=self._version)
-        except BadVersionError:
-            await self.ledger_client.delete_ledger(writer.ledger_id)
-            raise ManagedLedgerFencedError(
-                f"{self.topic}: the ledger list changed while opening; another broker owns it"
-            ) from None
-        self.ledger_ids = new_ids
-        self.writer = writer
+        self.writer = await self._new_ledger(kept, kept)
         self._writer_opened = time.monotonic()
-        log.info("%s opened with ledgers %s", self.topic, new_ids)
+        log.info("%s opened with ledgers %s", self.topic, self.ledger_ids)
 
     async def close(self) -> None:
         for task in (self._rolling, self._trimming):
@@ -355,23 +342,16 @@ class ManagedLedger:
         """Record ``closed`` and continue in a new ledger, appended to the
         ledger list by compare-and-set (a lost race means another broker owns
         the topic: this one stops writing)."""
-        e, qw, qa = self.quorums
-        writer = await self.ledger_client.create_ledger(e, qw, qa)
-        new_ids = [*self.ledger_ids, writer.ledger_id]
-        self.message_counts.new_ledger(writer.ledger_id)
-        body = self._encode_list(new_ids, [*self.closed_ledgers, closed.ledger_id])
         try:
-            self._version = await self.metastore.put(self.key, body, expected_version=self._version)
-        except BadVersionError:
-            await self.ledger_client.delete_ledger(writer.ledger_id)
+            writer = await self._new_ledger(
+                self.ledger_ids, [*self.closed_ledgers, closed.ledger_id]
+            )
+        except ManagedLedgerFencedError:
             if self.writer is not None:
                 self._fenced(self.writer)
             self.writer = None
-            raise ManagedLedgerFencedError(
-                f"{self.topic}: the ledger list changed under us; another broker owns it"
-            ) from None
+            raise
         self.closed_ledgers[closed.ledger_id] = closed
-        self.ledger_ids = new_ids
         self.writer = writer
         self._writer_opened = time.monotonic()
         return writer
@@ -491,6 +471,25 @@ class ManagedLedger:
         """Where each durable cursor has acknowledged everything (non-durable
         cursors never hold data back)."""
         return [c.state.mark_delete_position for c in self.cursors if c.durable]
+
+    async def _new_ledger(self, ledger_ids: list[int], closed: list[int]) -> LedgerWriter:
+        """A new ledger after ``ledger_ids`` (the list records the totals of
+        ``closed``): the ledger and the list are written in one metastore
+        transaction, which holds only while the list is at the version this
+        broker read; else another broker owns the topic (nothing written)."""
+        writer = await self.ledger_client.create_ledger_listed(
+            self.quorums,
+            Compare(self.key, version=self._version),
+            lambda ledger_id: Op(self.key, self._encode_list([*ledger_ids, ledger_id], closed)),
+        )
+        if writer is None:
+            raise ManagedLedgerFencedError(
+                f"{self.topic}: the ledger list changed under us; another broker owns it"
+            )
+        self._version += 1  # a record's version goes up by one per write
+        self.message_counts.new_ledger(writer.ledger_id)
+        self.ledger_ids = [*ledger_ids, writer.ledger_id]
+        return writer
 
     def _encode_list(self, ledger_ids: list[int], closed: Iterable[int]) -> bytes:
         """The ledger list record, with the message totals of ``closed``

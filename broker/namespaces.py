@@ -16,9 +16,11 @@ bundles. A partitioned topic is its partition count at
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,6 +29,7 @@ from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
 from broker.permissions import AuthPolicies
 from broker.policies import AppliedPolicies, Policies, applied
+from broker.policy_cache import PolicyCache
 from broker.policy_values import retention_from
 from broker.settings import BrokerSettings
 from broker.tenants import Tenants, tenant_missing
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 DEFAULT = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
 # Compare-and-set attempts of one policy change before it gives up.
 POLICY_UPDATE_ATTEMPTS = 20
+# The max-topics-per-namespace check lists a namespace's topics again when
+# its kept count is this old, or the namespace is this close to its limit.
+TOPIC_COUNT_MAX_AGE_S = 30.0
+TOPIC_COUNT_EXACT_WITHIN = 1000
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,15 @@ def system_policies(settings: BrokerSettings) -> NamespacePolicies:
     )
 
 
+def must_list_topics(kept: tuple[int, float] | None, now: float, limit: int) -> bool:
+    """Whether the max-topics check lists a namespace's topics again rather
+    than trust ``kept`` (count, monotonic time it was listed), at ``now``."""
+    if kept is None or now - kept[1] >= TOPIC_COUNT_MAX_AGE_S:
+        return True
+    count = kept[0]
+    return count * 2 >= limit or limit - count <= TOPIC_COUNT_EXACT_WITHIN
+
+
 def _missing(namespace: str, code: int = common_pb2.TOPIC_NOT_FOUND) -> BrokerError:
     """A namespace that does not exist: TOPIC_NOT_FOUND for a client of one
     of its topics, NOT_FOUND for an administrator."""
@@ -183,12 +199,20 @@ class Namespaces:
         self.metastore = metastore
         self.settings = settings
         self.tenants = Tenants(metastore, settings)
+        self.policy_cache = PolicyCache(metastore, settings.max_namespaces_cached)
+        # namespace -> (its topic count when last listed, monotonic time listed)
+        self._topic_counts: dict[str, tuple[int, float]] = {}
 
     # ------------------------------------------------------------ policies
 
-    async def read(self, namespace: str) -> tuple[NamespacePolicies, int] | None:
-        """The policies and the version of their record; None if no such namespace."""
-        stat = await self.metastore.get(metadata_paths.namespace_policies(namespace))
+    async def read(
+        self, namespace: str, cached: bool = False
+    ) -> tuple[NamespacePolicies, int] | None:
+        """The policies and the version of their record; None if no such
+        namespace. ``cached``: from :class:`PolicyCache` (topic loads), else
+        from the metastore (changes and administrators)."""
+        key = metadata_paths.namespace_policies(namespace)
+        stat = await (self.policy_cache.get(key) if cached else self.metastore.get(key))
         if stat is None:
             return None
         return NamespacePolicies.decode(stat.value), stat.version
@@ -219,6 +243,7 @@ class Namespaces:
             after = change(found[0])
             try:
                 await self.metastore.put(key, after.encode(), expected_version=found[1])
+                self.policy_cache.changed(key)
                 return after
             except MagnetarServerError as exc:
                 if exc.code != common_pb2.BAD_VERSION:
@@ -234,6 +259,7 @@ class Namespaces:
 
     def write(self, namespace: str, policies: NamespacePolicies) -> Op:
         """A transaction's write of the policies (with other records, atomically)."""
+        self.policy_cache.changed(metadata_paths.namespace_policies(namespace))
         return Op(metadata_paths.namespace_policies(namespace), policies.encode())
 
     async def ensure_default(self) -> None:
@@ -287,6 +313,7 @@ class Namespaces:
         key = metadata_paths.namespace_policies(ns)
         try:
             await self.metastore.put(key, policies.encode(), expected_version=-1)
+            self.policy_cache.changed(key)
         except MagnetarServerError as exc:
             if exc.code != common_pb2.BAD_VERSION:
                 raise
@@ -306,7 +333,11 @@ class Namespaces:
         """Remove the policies record, and with it the namespace (the caller
         has removed its topics and bundles)."""
         check_deletable(namespace)
-        if not await self.metastore.delete(metadata_paths.namespace_policies(namespace)):
+        key = metadata_paths.namespace_policies(namespace)
+        deleted = await self.metastore.delete(key)
+        self.policy_cache.changed(key)
+        self._topic_counts.pop(namespace, None)
+        if not deleted:
             raise _missing(namespace, common_pb2.NOT_FOUND)
 
     # ------------------------------------------------------------ topic policies
@@ -352,6 +383,16 @@ class Namespaces:
             found = await self.read(name.namespace_name)
             namespace = None if found is None else found[0]
         topic = await self.topic_policies(name.partitioned_topic_name)
+        return self.applied_with(name, namespace, topic)
+
+    def applied_with(
+        self,
+        name: TopicName,
+        namespace: NamespacePolicies | None,
+        topic: tuple[Policies, int] | None,
+    ) -> AppliedPolicies:
+        """:meth:`applied_to` from policies already read (``topic``: the
+        overrides of ``name``'s partitioned topic, or of ``name``)."""
         return applied_policies(
             name.namespace_name,
             None if topic is None else topic[0],
@@ -372,13 +413,18 @@ class Namespaces:
         """:meth:`partitions_of`, creating the partitioned topic first when
         nothing of ``name`` exists and its namespace creates topics on first
         use as partitioned ones (autoTopicCreationOverride)."""
-        n = await self.partitions_of(name)
-        if n or name.is_partition or not name.is_persistent or name.is_system:
+        if name.is_partition or not name.is_persistent or name.is_system:
+            return await self.partitions_of(name)
+        # The records are independent: read at once (one round trip).
+        n, found, exists, topic = await asyncio.gather(
+            self.partitions_of(name),
+            self.read(name.namespace_name, cached=True),
+            self.managed_ledger_exists(name),
+            self.topic_policies(name),
+        )
+        if n or found is None or exists:
             return n
-        found = await self.read(name.namespace_name)
-        if found is None or await self.managed_ledger_exists(name):
-            return 0
-        auto = (await self.applied_to(name, found[0])).auto_topic_creation
+        auto = self.applied_with(name, found[0], topic).auto_topic_creation
         if not (auto.allow and auto.partitioned):
             return 0
         try:
@@ -476,13 +522,37 @@ class Namespaces:
                 common_pb2.TOPIC_NOT_FOUND,
             )
         limit = policies.max_topics_per_namespace
-        count = await self.topic_count(name.namespace_name)
+        namespace = name.namespace_name
+        count = await self._counted_topics(namespace, limit)
         if count >= limit:
             raise BrokerError(
-                f"namespace {name.namespace_name} already has {count} topics "
+                f"namespace {namespace} already has {count} topics "
                 f"(max topics per namespace = {limit})",
                 common_pb2.NOT_ALLOWED,
             )
+        kept = self._topic_counts.get(namespace)
+        if kept is not None:  # the topic about to be made counts from now
+            self._topic_counts[namespace] = (count + 1, kept[1])
+
+    async def _counted_topics(self, namespace: str, limit: int) -> int:
+        """The namespace's topic count for the limit check. Listing a
+        namespace's topics reads every one of them, so the count is kept
+        (this broker's creations added) and listed again only when it is
+        TOPIC_COUNT_MAX_AGE_S old, or the namespace is at least half full or
+        within TOPIC_COUNT_EXACT_WITHIN topics of its limit
+        (:func:`must_list_topics`). Other brokers' creations take a namespace
+        past its limit unseen only by making that many topics within that
+        time (two brokers creating at once could always pass it by one each)."""
+        kept = self._topic_counts.get(namespace)
+        now = time.monotonic()
+        if kept is not None and not must_list_topics(kept, now, limit):
+            return kept[0]
+        count = await self.topic_count(namespace)
+        if namespace in self._topic_counts or len(self._topic_counts) < (
+            self.settings.max_namespaces_cached
+        ):
+            self._topic_counts[namespace] = (count, now)
+        return count
 
     async def topic_count(self, namespace: str) -> int:
         """Persistent topics stored in ``namespace`` (partitions count one each)."""

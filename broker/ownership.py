@@ -8,7 +8,9 @@ a move or split cut short by a crash. Owning is the compare-and-set create
 of the owned record over a free one, so of two brokers racing for a bundle
 exactly one wins.
 
-A lookup of a topic answers the owner of its bundle. An unowned bundle is
+A lookup of a topic answers the owner of its bundle: a bundle this broker
+owns (while its session lives) is answered from memory, any other from its
+record. An unowned bundle is
 placed by the load manager leader (the broker named at
 ``/loadbalance/leader``): any other broker redirects the lookup there; the
 leader picks the least loaded broker (:func:`broker.load_decisions.place`
@@ -163,6 +165,8 @@ class Ownership:
         # Twice at most: the namespace may have been split since it was cached.
         for _ in range(2):
             key, bundle = await self.bundle_of(name)
+            if key in self.owned and not self.detached():
+                return LookupAnswer(self.address)  # its record is this broker's own
             try:
                 return await self._coalesced(name.namespace_name, key, bundle, authoritative)
             except BundleSplitError:

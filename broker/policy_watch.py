@@ -11,7 +11,9 @@ closes the namespace's topics here; any change of a namespace record makes
 the broker read its bundle boundaries again (their cache carries the
 record's version, which guards bundle acquisition against splits). A topic
 loaded later reads its policies when it loads, so nothing is missed in
-between. A failing watch is opened again after a bounded backoff.
+between. A failing watch is opened again after a bounded backoff. While the
+watch runs, the namespace records topic loads read are kept in memory
+(:mod:`broker.policy_cache`): its events drop the changed ones.
 
 The same events keep authorization current: a changed namespace or tenant
 record is forgotten by the authorizer, and the producers and consumers of
@@ -48,6 +50,7 @@ class PolicyWatch:
         self.metastore = metastore
         self.topics = topics
         self.ownership = ownership
+        self.policy_cache = ownership.namespaces.policy_cache
         self.events = 0  # applied, for tests and logs
 
     async def run_forever(self) -> None:
@@ -56,6 +59,7 @@ class PolicyWatch:
             watch = self.metastore.watch(WATCH_PREFIX)
             try:
                 await watch.started()
+                self.policy_cache.start()
                 self.authorizer.forget()
                 await self.authorizer.recheck(self.topics.topics.values())
                 await self.topics.reapply_policies()
@@ -69,11 +73,13 @@ class PolicyWatch:
                 await asyncio.sleep(delay)  # a retry backoff, bounded by RETRY_S_MAX
                 delay = min(delay * 2, RETRY_S_MAX)
             finally:
+                self.policy_cache.stop()
                 await watch.close()
 
     async def changed(self, event: WatchEvent) -> None:
         key = event.key
         if key.startswith(metadata_paths.POLICIES + "/"):
+            self.policy_cache.changed(key)
             namespace = key.removeprefix(metadata_paths.POLICIES + "/")
             # The cached boundaries carry the record's version, which
             # guards bundle acquisition against splits: read them again.

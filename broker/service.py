@@ -136,7 +136,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         await self._attached(context)
         try:
             name = TopicName.parse(request.topic)
-            n = await self.namespaces.partitions_or_create(name)
+            if name.is_persistent and name.full_name in self.topics.topics:
+                n = 0  # loaded here unpartitioned: it cannot become partitioned while it exists
+            else:
+                n = await self.namespaces.partitions_or_create(name)
         except Exception as exc:
             return broker_pb2.PartitionedTopicMetadata(error=error_of(exc))
         return broker_pb2.PartitionedTopicMetadata(partitions=n, topic=name.full_name)

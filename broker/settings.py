@@ -267,7 +267,9 @@ class BrokerSettings:
         "waiting for it to expire (`magnetar standalone` sets it: its broker is the only one).",
     )
     max_namespaces_cached: int = setting(
-        10000, "Namespaces whose bundle boundaries a broker keeps in memory."
+        10000,
+        "Namespaces whose bundle boundaries, policies (read by topic loads, while the policy "
+        "watch runs) and topic count (for max_topics_per_namespace) a broker keeps in memory.",
     )
     max_num_partitions_per_partitioned_topic: int = setting(
         1000, "Most partitions a partitioned topic may be created with."

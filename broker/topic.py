@@ -559,8 +559,8 @@ class Topic(TopicBase):
 
     # ---------------------------------------------------------------- cursors
 
-    async def load_cursors(self) -> None:
-        for name in await self.ledger.cursor_names():
+    async def load_cursors(self, names: list[str] | None = None) -> None:
+        for name in await self.ledger.cursor_names() if names is None else names:
             cursor = await self._open_cursor(name, latest=True, durable=True, mark_delete=None)
             self.subscriptions[name] = Subscription(
                 self, name, SubscriptionType.EXCLUSIVE, cursor, self.ledger

@@ -39,7 +39,7 @@ from broker.schema_registry import SchemaRegistry
 from broker.settings import BrokerSettings
 from broker.termination import load_termination
 from broker.topic import Topic, TopicBase, apply_to_ledger
-from metastore.client import MetastoreClient
+from metastore.client import MetastoreClient, Stat
 from protos import common_pb2, metadata_paths
 from protos.topic_name import TopicName
 
@@ -153,32 +153,37 @@ class TopicRegistry:
         return [t.name for t in self.topics.values()]
 
     async def _load(self, name: TopicName) -> TopicBase:
-        found = await self.namespaces.read(name.namespace_name)
+        stored = name.is_persistent and not name.is_system  # the cluster's own are made as needed
+        # The records a load needs are independent of each other: one round trip.
+        found, _, overrides, record = await asyncio.gather(
+            self.namespaces.read(name.namespace_name, cached=True),
+            self.namespaces.check_partitioned(name),
+            self.namespaces.topic_policies(name.partitioned_topic_name),
+            self.metastore.get(metadata_paths.managed_ledger(name)) if stored else _nothing(),
+        )
         if found is None:
             raise BrokerError(
                 f"{name}: namespace {name.namespace_name} does not exist",
                 common_pb2.TOPIC_NOT_FOUND,
             )
-        await self.namespaces.check_partitioned(name)
-        policies = await self.namespaces.applied_to(name, found[0])
+        policies = self.namespaces.applied_with(name, found[0], overrides)
         if not name.is_persistent:
             plain = NonPersistentTopic(name, self.settings, self.metrics.topic(name))
             await plain.apply_policies(policies)
             return plain
-        if not name.is_system and not await self.namespaces.managed_ledger_exists(name):
-            # The cluster's own topics are made as needed.
+        if stored and record is None:
             await self.namespaces.check_may_create(name, policies)
         metrics = self.metrics.topic(name)
         ledger = self._managed_ledger(name, metrics)
         apply_to_ledger(ledger, policies)  # before it opens: its first ledger follows them
         try:
-            await ledger.open()
+            await ledger.open(read=not stored, record=record)
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
             ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
             topic.gate = QuotaGuard(topic)
-            await load_termination(topic)
+            _, cursors = await asyncio.gather(load_termination(topic), ledger.cursor_names())
             await topic.apply_policies(policies)
-            await topic.load_cursors()
+            await topic.load_cursors(cursors)
         except BaseException:
             ledger.message_counts.release()
             self.metrics.topic_closed(name, None)  # its counters wait for the next load
@@ -343,3 +348,7 @@ class TopicRegistry:
     async def close_all(self) -> None:
         self.closing = True
         await self._close(list(self.topics.values()))
+
+
+async def _nothing() -> Stat | None:
+    return None

@@ -15,10 +15,15 @@ skip, a field cut short) goes to the generated parser whole, which accepts
 it or raises its ``DecodeError``, so the result never differs from
 ``AddRequest.FromString``'s: for ``entries`` too, the last occurrence of
 the field wins.
+
+:func:`add_requests` splits a ledger's records into one ``AddRequest`` per
+bookie of the ensemble (each entry to the bookies of its write set); the
+ledger client's recovery writes use it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from protos import bookie_pb2
@@ -170,3 +175,28 @@ def decode_add_batch(data: bytes) -> list[AddRequestView]:
         return [decode_add_request(r.SerializeToString()) for r in batch.requests]
     view = memoryview(data)
     return [decode_add_request(view[lo:hi]) for lo, hi in spans]
+
+
+def add_requests(
+    ledger_id: int,
+    key: bytes,
+    records: Iterable[tuple[int, bytes]],
+    ensemble_size: int,
+    write_quorum: int,
+    wanted: Callable[[int], bool],
+    recovery: bool = False,
+) -> dict[int, bookie_pb2.AddRequest]:
+    """One add request per ensemble index for ``(entry id, record)`` rows:
+    each entry goes to the indexes of its write set that ``wanted`` keeps."""
+    cols: dict[int, list[bytes]] = {}
+    for entry_id, record in records:
+        for i in range(write_quorum):
+            idx = (entry_id + i) % ensemble_size
+            if wanted(idx):
+                cols.setdefault(idx, []).append(record)
+    return {
+        idx: bookie_pb2.AddRequest(
+            ledger_id=ledger_id, master_key=key, entries=b"".join(recs), recovery=recovery
+        )
+        for idx, recs in cols.items()
+    }

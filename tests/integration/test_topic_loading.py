@@ -1,0 +1,87 @@
+"""What a producer's first use of a topic costs the metastore (issue 26),
+counted on the metastore's own operation metrics: a producer of a topic
+already loaded reads only the topic's schemas (its lookup is answered from
+the broker's ownership, its partitioned-topic metadata from the loaded
+topic), and a new topic reads its namespace's policies from memory and no
+longer lists the namespace's topics for the max-topics check."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from client import Client
+from client.admin import Admin
+from client.exceptions import NotAllowedError
+from tests.metrics_scrape import scrape
+from tests.tenancy import own_namespace
+
+READS = ("get", "children", "list")
+_n = itertools.count()
+
+
+def _ops(cluster, kinds: tuple[str, ...]) -> dict[str, float]:
+    s = scrape(int(cluster.endpoints["metrics"]["metastore"]))
+    return {
+        k: s.get("pulsar_metadata_store_ops_latency_ms_count", type=k, status="success") or 0.0
+        for k in kinds
+    }
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in before}
+
+
+def test_a_producer_of_a_loaded_topic_reads_only_its_schemas(cluster):
+    topic = f"persistent://public/default/loaded-{next(_n)}"
+    n = 20
+    with Client(cluster.service_url) as c:
+        c.create_producer(topic).send(b"loads the topic")
+        before = _ops(cluster, READS)
+        for _ in range(n):
+            c.create_producer(topic).close()
+        spent = _spent(before, _ops(cluster, READS))
+    # One schema listing each; the rest is the cluster's own background
+    # (load reports, the auditor). Before: five reads each (partitioned
+    # metadata, namespace policies, the ledger list, the bundle record, schemas).
+    assert spent["list"] >= n, spent
+    assert sum(spent.values()) <= n + 10, spent
+
+
+def test_new_topics_read_their_namespace_once_and_do_not_list_it(cluster):
+    with Admin(cluster.service_url) as admin, own_namespace(admin, "load") as ns:
+        with Client(cluster.service_url) as c:
+            c.create_producer(f"persistent://{ns}/first").send(b"x")
+            n = 20
+            before = _ops(cluster, READS)
+            for i in range(n):
+                c.create_producer(f"persistent://{ns}/t{i}").send(b"x")
+            spent = _spent(before, _ops(cluster, READS))
+        # Per new topic, 7 gets: the partitioned-topic record, the topic's
+        # overrides and its ledger list, each read by the metadata call and
+        # again by the load, and the terminated marker; one children (its
+        # cursors). No longer read per topic: the namespace's policies (twice),
+        # its topics (a children listing), its bundle record, each bookie's
+        # record, the ledger list a third time.
+        assert spent["children"] <= n + 5, spent  # before: 2n
+        assert spent["get"] <= 7 * n + 10, spent  # before: 12n
+        assert admin.namespaces.get_topics(ns) == sorted(
+            [f"persistent://{ns}/first"] + [f"persistent://{ns}/t{i}" for i in range(n)]
+        )
+
+
+def test_max_topics_per_namespace_still_counts_exactly_near_the_limit(cluster):
+    with (
+        Admin(cluster.service_url) as admin,
+        own_namespace(admin, "cap") as ns,
+        Client(cluster.service_url) as c,
+    ):
+        for i in range(3):
+            c.create_producer(f"persistent://{ns}/t{i}").send(b"x")
+        admin.namespaces.set_max_topics_per_namespace(ns, 4)
+        c.create_producer(f"persistent://{ns}/t3").send(b"the fourth fits")
+        before = _ops(cluster, ("children",))
+        with pytest.raises(NotAllowedError, match="max topics per namespace = 4"):
+            c.create_producer(f"persistent://{ns}/t4")
+        assert _spent(before, _ops(cluster, ("children",)))["children"] >= 1  # listed

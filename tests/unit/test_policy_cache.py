@@ -1,0 +1,135 @@
+"""The namespace policy cache (broker/policy_cache.py) and the max-topics
+count rule (broker.namespaces.must_list_topics), against a metastore that
+counts its reads (an in-memory table: these are the modules' own rules, the
+real metastore is in tests/integration/test_topic_loading.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.namespaces import TOPIC_COUNT_EXACT_WITHIN, TOPIC_COUNT_MAX_AGE_S, must_list_topics
+from broker.policy_cache import PolicyCache
+from metastore.client import Stat
+
+
+class CountingStore:
+    """``get`` of a dict, counting reads; ``hold`` makes reads wait."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+        self.reads = 0
+        self.hold: asyncio.Event | None = None
+
+    async def get(self, key: str) -> Stat | None:
+        self.reads += 1
+        value = self.values.get(key)  # read before any hold: a read in flight
+        if self.hold is not None:
+            await self.hold.wait()
+        return None if value is None else Stat(value, 0, 0, 0)
+
+
+def _cache(store: CountingStore, max_entries: int = 10) -> PolicyCache:
+    return PolicyCache(store, max_entries)  # type: ignore[arg-type]
+
+
+def test_nothing_is_kept_until_the_watch_runs_nor_after_it_ends():
+    async def run() -> list[int]:
+        store = CountingStore()
+        store.values["/a"] = b"1"
+        cache = _cache(store)
+        reads = []
+        await cache.get("/a")
+        await cache.get("/a")
+        reads.append(store.reads)  # not live: both read
+        cache.start()
+        await cache.get("/a")
+        await cache.get("/a")
+        reads.append(store.reads)  # live: one more read
+        cache.stop()
+        await cache.get("/a")
+        reads.append(store.reads)  # stopped: reads again
+        return reads
+
+    assert asyncio.run(run()) == [2, 3, 4]
+
+
+def test_a_change_drops_its_record_and_a_missing_record_is_kept_too():
+    async def run() -> tuple[Stat | None, Stat | None, int]:
+        store = CountingStore()
+        cache = _cache(store)
+        cache.start()
+        missing = await cache.get("/ns")
+        await cache.get("/ns")  # kept: no namespace
+        store.values["/ns"] = b"made"
+        cache.changed("/ns")
+        made = await cache.get("/ns")
+        return missing, made, store.reads
+
+    missing, made, reads = asyncio.run(run())
+    assert missing is None and made is not None and made.value == b"made" and reads == 2
+
+
+def test_a_read_in_flight_across_a_change_is_not_kept():
+    async def run() -> tuple[bytes, int]:
+        store = CountingStore()
+        store.values["/ns"] = b"old"
+        cache = _cache(store)
+        cache.start()
+        store.hold = asyncio.Event()
+        reading = asyncio.create_task(cache.get("/ns"))
+        await asyncio.wait_for(_until(lambda: store.reads == 1), 5)
+        store.values["/ns"] = b"new"
+        cache.changed("/ns")  # the event of the change arrives mid-read
+        store.hold.set()
+        await reading
+        store.hold = None
+        stat = await cache.get("/ns")
+        assert stat is not None
+        return stat.value, store.reads
+
+    assert asyncio.run(run()) == (b"new", 2)
+
+
+def test_at_most_max_entries_are_kept_oldest_out_first():
+    async def run() -> int:
+        store = CountingStore()
+        cache = _cache(store, max_entries=2)
+        cache.start()
+        for key in ("/a", "/b", "/c"):
+            await cache.get(key)
+        before = store.reads
+        await cache.get("/b")
+        await cache.get("/c")  # kept
+        await cache.get("/a")  # dropped first
+        return store.reads - before
+
+    assert asyncio.run(run()) == 1
+
+
+async def _until(cond) -> None:  # type: ignore[no-untyped-def]
+    while not cond():
+        await asyncio.sleep(0)  # yields to the task under test; bounded by wait_for
+
+
+AGE = TOPIC_COUNT_MAX_AGE_S
+NEAR = TOPIC_COUNT_EXACT_WITHIN
+
+
+@pytest.mark.parametrize(
+    ("kept", "now", "limit", "listed"),
+    [
+        (None, 0.0, 1_000_000, True),  # nothing kept yet
+        ((10, 0.0), 1.0, 1_000_000, False),  # far below the limit, fresh
+        ((10, 0.0), AGE, 1_000_000, True),  # too old
+        ((499_999, 0.0), 1.0, 1_000_000, False),  # below half
+        ((500_000, 0.0), 1.0, 1_000_000, True),  # half full
+        ((10, 0.0), 1.0, 20, True),  # half full of a small limit
+        ((5, 0.0), 1.0, 20, True),  # within NEAR of the limit
+        ((100, 0.0), 1.0, 100 + NEAR, True),  # exactly NEAR below it
+        ((100, 0.0), 1.0, 100 + 2 * NEAR + 1, False),  # more than NEAR below, under half
+    ],
+)
+def test_when_the_max_topics_check_lists_the_namespace(kept, now, limit, listed):
+    assert must_list_topics(kept, now, limit) is listed
