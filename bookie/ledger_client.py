@@ -170,18 +170,18 @@ class LedgerClient:
         return LedgerWriter(self, md)
 
     async def create_ledger_listed(
-        self,
-        quorums: tuple[int, int, int],
-        unchanged: Compare,
-        listing: Callable[[int], Op],
+        self, quorums: tuple[int, int, int], listing: Callable[[int], tuple[Compare, Op]]
     ) -> LedgerWriter | None:
         """A new ledger whose metadata is written in one metastore
-        transaction with ``listing(ledger_id)`` (the record that lists it),
-        provided ``unchanged`` still holds; None (nothing written) if not."""
+        transaction with the record that lists it: ``listing(ledger_id)``
+        gives that record's write and the condition it needs, evaluated just
+        before the transaction goes out. None (nothing written) when the
+        condition does not hold."""
         md = await self._new_metadata(*quorums, b"")
         key = metadata_paths.ledger(md.ledger_id)
+        unchanged, record = listing(md.ledger_id)
         created, _ = await self.metastore.txn(
-            [Compare(key, version=-1), unchanged], [Op(key, md.to_json()), listing(md.ledger_id)]
+            [Compare(key, version=-1), unchanged], [Op(key, md.to_json()), record]
         )
         if not created:
             return None

@@ -188,7 +188,10 @@ class LedgerWriter:
         except BKError as exc:
             self._bookie_failed(idx, bookie_id, exc)
             return
-        self._outstanding.setdefault(idx, collections.deque()).append((bookie_id, time.monotonic()))
+        sent = self._outstanding.get(idx)
+        if sent is None:
+            sent = self._outstanding[idx] = collections.deque()
+        sent.append((bookie_id, time.monotonic()))
         fut.add_done_callback(functools.partial(self._on_response, idx, bookie_id, ids))
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch_timeouts())
@@ -213,9 +216,7 @@ class LedgerWriter:
     def _on_response(
         self, idx: int, bookie_id: str, entry_ids: Iterable[int], fut: asyncio.Future
     ) -> None:
-        sent = self._outstanding.get(idx)
-        if sent and sent[0][0] == bookie_id:
-            sent.popleft()
+        self._answered(idx, bookie_id)
         if self._failure is not None:
             return
         self._schedule_flush()
@@ -247,20 +248,36 @@ class LedgerWriter:
             if not waiter.done():
                 waiter.set_result(last)
 
+    def _answered(self, idx: int, bookie_id: str) -> None:
+        """The oldest request to ``idx`` was answered (if it went to ``bookie_id``)."""
+        sent = self._outstanding.get(idx)
+        if sent and sent[0][0] == bookie_id:
+            sent.popleft()
+            if not sent:  # an idle ledger keeps no empty queue (memory per idle topic)
+                del self._outstanding[idx]
+
     async def _watch_timeouts(self) -> None:
         """A bookie that leaves an add unanswered for ``timeout_s`` is failed
         (it may hang without closing its stream)."""
         limit = self.client.settings.timeout_s
-        while not self.closed and self._failure is None:
-            await asyncio.sleep(max(0.05, limit / 4))
-            now = time.monotonic()
-            for idx, sent in list(self._outstanding.items()):
-                if sent and now - sent[0][1] > limit and sent[0][0] == self._ensemble[idx]:
-                    bookie_id = sent[0][0]
-                    sent.clear()
-                    self._bookie_failed(
-                        idx, bookie_id, TimeoutError(f"no answer to an add within {limit:g} s")
-                    )
+        try:
+            while not self.closed and self._failure is None and any(self._outstanding.values()):
+                await asyncio.sleep(max(0.05, limit / 4))  # the watch's period
+                self._time_out_late_bookies(limit)
+        finally:
+            # It ends with nothing outstanding (the next request starts another):
+            # an idle ledger keeps no task waking up.
+            self._watchdog = None
+
+    def _time_out_late_bookies(self, limit: float) -> None:
+        now = time.monotonic()
+        for idx, sent in list(self._outstanding.items()):
+            if sent and now - sent[0][1] > limit and sent[0][0] == self._ensemble[idx]:
+                bookie_id = sent[0][0]
+                del self._outstanding[idx]
+                self._bookie_failed(
+                    idx, bookie_id, TimeoutError(f"no answer to an add within {limit:g} s")
+                )
 
     # ------------------------------------------------------------ ensemble change
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from sortedcontainers import SortedDict
 
@@ -95,6 +96,14 @@ class PositionRangeSet:
         for ledger, first, last in items:
             rs._ranges[(ledger, first)] = (ledger, last)
         return rs
+
+
+class CursorMark(Protocol):
+    """What trimming needs of a cursor: whether it holds data back, and up
+    to where everything is acknowledged."""
+
+    durable: bool
+    state: CursorState
 
 
 class CursorState:

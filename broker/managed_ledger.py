@@ -5,8 +5,8 @@ JSON and changes only by compare-and-set. Opening the topic recovers (fences
 and closes) any ledger left open by a previous owner, drops empty ones,
 creates a fresh ledger and compare-and-sets the new list; no write is served
 before that succeeds, so a broker that lost the race never writes. Entries
-go to the last ledger, confirmed in order; recent ones stay in a byte-bounded
-cache for tailing consumers, older ones are read from the bookies.
+go to the last ledger, confirmed in order; while the topic has cursors, recent
+ones stay in a byte-bounded cache for tailing reads; others come from bookies.
 
 When to roll over to a new ledger and which ledgers may be deleted are
 decided in :mod:`broker.ledger_rules`; cursors (one per subscription) are
@@ -21,13 +21,12 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import CLOSED, LedgerFencedError, LedgerMetadata
 from bookie.ledger_writer import LedgerWriter
 from broker import ledger_list
-from broker.cursor import CursorState, Position
+from broker.cursor import CursorMark, Position
 from broker.entry_cache import EntryCache
 from broker.ledger_rules import (
     NO_RETENTION,
@@ -47,6 +46,9 @@ from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
+# Transactions a new ledger may take while this broker's own trims move the list.
+NEW_LEDGER_ATTEMPTS = 5
+
 
 class ManagedLedgerError(MagnetarServerError):
     code = common_pb2.PERSISTENCE_ERROR
@@ -58,17 +60,6 @@ class ManagedLedgerFencedError(ManagedLedgerError):
 
 # Told whether an entry was stored (True) or its write failed (False).
 Stored = Callable[[bool], None]
-
-
-class CursorMark(Protocol):
-    """What trimming needs of a cursor: whether it holds data back, and up
-    to where everything is acknowledged."""
-
-    durable: bool
-    state: CursorState
-
-
-__all__ = ["EntryCache", "ManagedLedger", "ManagedLedgerError", "RolloverPolicy"]
 
 
 class ManagedLedger:
@@ -152,7 +143,8 @@ class ManagedLedger:
                 )
             else:
                 await self.ledger_client.delete_ledger(ledger_id)
-        self.writer = await self._new_ledger(kept, kept)
+        self.ledger_ids = kept
+        self.writer = await self._new_ledger()
         self._writer_opened = time.monotonic()
         log.info("%s opened with ledgers %s", self.topic, self.ledger_ids)
 
@@ -255,7 +247,8 @@ class ManagedLedger:
                 stored(False)
             return
         pos = (writer.ledger_id, f.result())
-        self.cache.put(pos, data)
+        if self.cursors:  # (as Pulsar: the cache serves tailing cursors only)
+            self.cache.put(pos, data)
         self.entries_added += 1
         self.bytes_added += len(data)
         self.message_counts.added(pos[0], pos[1], messages)
@@ -343,9 +336,7 @@ class ManagedLedger:
         ledger list by compare-and-set (a lost race means another broker owns
         the topic: this one stops writing)."""
         try:
-            writer = await self._new_ledger(
-                self.ledger_ids, [*self.closed_ledgers, closed.ledger_id]
-            )
+            writer = await self._new_ledger(closing=closed.ledger_id)
         except ManagedLedgerFencedError:
             if self.writer is not None:
                 self._fenced(self.writer)
@@ -472,24 +463,34 @@ class ManagedLedger:
         cursors never hold data back)."""
         return [c.state.mark_delete_position for c in self.cursors if c.durable]
 
-    async def _new_ledger(self, ledger_ids: list[int], closed: list[int]) -> LedgerWriter:
-        """A new ledger after ``ledger_ids`` (the list records the totals of
-        ``closed``): the ledger and the list are written in one metastore
-        transaction, which holds only while the list is at the version this
-        broker read; else another broker owns the topic (nothing written)."""
-        writer = await self.ledger_client.create_ledger_listed(
-            self.quorums,
-            Compare(self.key, version=self._version),
-            lambda ledger_id: Op(self.key, self._encode_list([*ledger_ids, ledger_id], closed)),
+    async def _new_ledger(self, closing: int | None = None) -> LedgerWriter:
+        """A new ledger after the listed ones (``closing``: the one it
+        follows), made in one metastore transaction with the list, holding
+        only while the list is at the version this broker knows: after a trim
+        of this broker's, again; else another broker owns the topic."""
+        for _ in range(NEW_LEDGER_ATTEMPTS):
+            sent: list[tuple[int, list[int]]] = []  # (version compared, ledgers listed)
+
+            def listing(ledger_id: int, sent: list = sent) -> tuple[Compare, Op]:
+                closed = [*self.closed_ledgers, *([] if closing is None else [closing])]
+                sent.append((self._version, [*self.ledger_ids, ledger_id]))
+                body = self._encode_list(sent[-1][1], closed)
+                return Compare(self.key, version=self._version), Op(self.key, body)
+
+            writer = await self.ledger_client.create_ledger_listed(self.quorums, listing)
+            compared, listed = sent[-1]
+            if writer is not None:
+                self._version = compared + 1  # a record's version goes up by one per write
+                self.message_counts.new_ledger(writer.ledger_id)
+                self.ledger_ids = listed
+                return writer
+            if self._version == compared and self._trimming is None:
+                break
+            if self._trimming is not None:
+                await asyncio.wait({self._trimming})  # its write may be what moved the list
+        raise ManagedLedgerFencedError(
+            f"{self.topic}: the ledger list changed under us; another broker owns it"
         )
-        if writer is None:
-            raise ManagedLedgerFencedError(
-                f"{self.topic}: the ledger list changed under us; another broker owns it"
-            )
-        self._version += 1  # a record's version goes up by one per write
-        self.message_counts.new_ledger(writer.ledger_id)
-        self.ledger_ids = [*ledger_ids, writer.ledger_id]
-        return writer
 
     def _encode_list(self, ledger_ids: list[int], closed: Iterable[int]) -> bytes:
         """The ledger list record, with the message totals of ``closed``

@@ -258,8 +258,8 @@ class Namespaces:
         return Compare(metadata_paths.namespace_policies(namespace), version=version)
 
     def write(self, namespace: str, policies: NamespacePolicies) -> Op:
-        """A transaction's write of the policies (with other records, atomically)."""
-        self.policy_cache.changed(metadata_paths.namespace_policies(namespace))
+        """A transaction's write of the policies (with other records,
+        atomically); the caller tells ``policy_cache`` once it committed."""
         return Op(metadata_paths.namespace_policies(namespace), policies.encode())
 
     async def ensure_default(self) -> None:
@@ -335,8 +335,7 @@ class Namespaces:
         check_deletable(namespace)
         key = metadata_paths.namespace_policies(namespace)
         deleted = await self.metastore.delete(key)
-        self.policy_cache.changed(key)
-        self._topic_counts.pop(namespace, None)
+        self.forget(namespace)
         if not deleted:
             raise _missing(namespace, common_pb2.NOT_FOUND)
 
@@ -478,19 +477,23 @@ class Namespaces:
             raise BrokerError(
                 f"{name} already exists as a non-partitioned topic", common_pb2.NOT_ALLOWED
             )
-        body = json.dumps({"partitions": partitions}).encode()
-        try:
-            await self.metastore.put(
-                metadata_paths.partitioned_topic(name), body, expected_version=-1
-            )
-        except MagnetarServerError as exc:
-            if exc.code != common_pb2.BAD_VERSION:
-                raise
+        # Neither record may exist: a topic is partitioned or not, never both
+        # (a broker that has it loaded answers "not partitioned" from memory).
+        key = metadata_paths.partitioned_topic(name)
+        created, _ = await self.metastore.txn(
+            [Compare(key, version=-1), Compare(metadata_paths.managed_ledger(name), version=-1)],
+            [Op(key, json.dumps({"partitions": partitions}).encode())],
+        )
+        if not created:
+            if await self.managed_ledger_exists(name):
+                raise BrokerError(
+                    f"{name} already exists as a non-partitioned topic", common_pb2.NOT_ALLOWED
+                )
             n = await self.partitions_of(name)
             raise BrokerError(
                 f"partitioned topic {name} already exists ({n} partitions)",
                 common_pb2.NOT_ALLOWED,
-            ) from None
+            )
 
     async def partitioned_topics(
         self, namespace: str, domains: Iterable[str] = DOMAINS
@@ -548,11 +551,16 @@ class Namespaces:
         if kept is not None and not must_list_topics(kept, now, limit):
             return kept[0]
         count = await self.topic_count(namespace)
-        if namespace in self._topic_counts or len(self._topic_counts) < (
-            self.settings.max_namespaces_cached
-        ):
-            self._topic_counts[namespace] = (count, now)
+        self._topic_counts.pop(namespace, None)
+        self._topic_counts[namespace] = (count, now)  # the newest last
+        if len(self._topic_counts) > self.settings.max_namespaces_cached:
+            del self._topic_counts[next(iter(self._topic_counts))]  # the oldest out
         return count
+
+    def forget(self, namespace: str) -> None:
+        """A namespace was deleted (here or by another broker)."""
+        self.policy_cache.changed(metadata_paths.namespace_policies(namespace))
+        self._topic_counts.pop(namespace, None)
 
     async def topic_count(self, namespace: str) -> int:
         """Persistent topics stored in ``namespace`` (partitions count one each)."""

@@ -141,9 +141,16 @@ class Ownership:
     def forget_bundles(self, ns: str) -> None:
         self._bundles.pop(ns, None)
 
+    def forget_owned(self, ns: str) -> None:
+        """A deleted namespace: none of its bundles is this broker's any more."""
+        prefix = metadata_paths.bundles_of(ns) + "/"
+        for key in [k for k in self.owned if k.startswith(prefix)]:
+            del self.owned[key]
+
     async def forget_namespace(self, ns: str) -> None:
         """A deleted namespace: its bundle records (released first) go."""
         self.forget_bundles(ns)
+        self.forget_owned(ns)
         for name in await self.metastore.children(metadata_paths.bundles_of(ns)):
             await self.metastore.delete(metadata_paths.bundle(ns, name))
 
@@ -373,6 +380,7 @@ class Ownership:
                 ],
             )
             if ok:
+                self.namespaces.policy_cache.changed(metadata_paths.namespace_policies(ns))
                 self._cache_bundles(ns, after, policy_version + 1)
                 return low, high
         raise MagnetarServerError(
@@ -393,6 +401,7 @@ class Ownership:
             return
         record = BundleRecord.decode(stat.value)
         if record.state != BundleState.OWNED or record.broker != self.address:
+            self.owned.pop(key, None)  # whatever it is, it is not this broker's
             raise MagnetarServerError(
                 f"bundle {key} is {record.state.value} by {record.broker or 'nobody'}, "
                 f"not owned by {self.address}",

@@ -14,7 +14,8 @@ watch (:mod:`broker.policy_watch`) tells it of every change:
   they wrote through the same broker at once;
 - a read that was in flight while any record was dropped is not kept (a
   generation number counts the drops): it may have read the record before
-  the change the drop stands for.
+  the change the drop stands for;
+- a missing record (no such namespace) is not kept.
 
 Between a change and its watch event another broker may still answer from
 the old record for a moment; the loaded topics apply the change when the
@@ -34,7 +35,7 @@ class PolicyCache:
         self.metastore = metastore
         self.max_entries = max_entries
         self.live = False  # a watch is running
-        self._entries: OrderedDict[str, Stat | None] = OrderedDict()
+        self._entries: OrderedDict[str, Stat] = OrderedDict()
         self._generation = 0
         self.hits = 0  # for tests and logs
 
@@ -61,7 +62,8 @@ class PolicyCache:
             return self._entries[key]
         generation = self._generation
         stat = await self.metastore.get(key)
-        if self.live and generation == self._generation and self.max_entries > 0:
+        # A missing record is not kept: no name asked for can push out real ones.
+        if stat is not None and self.live and generation == self._generation:
             self._entries[key] = stat
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

@@ -69,6 +69,7 @@ class PolicyWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self.policy_cache.stop()  # no watch: nothing kept can be trusted
                 log.warning("the policy watch failed (%s); opening it again", exc)
                 await asyncio.sleep(delay)  # a retry backoff, bounded by RETRY_S_MAX
                 delay = min(delay * 2, RETRY_S_MAX)
@@ -87,6 +88,8 @@ class PolicyWatch:
             self.authorizer.forget(namespace=namespace)
             await self.authorizer.recheck(self.topics.topics.values(), namespace=namespace)
             if event.type == "DELETE":
+                self.ownership.namespaces.forget(namespace)
+                self.ownership.forget_owned(namespace)
                 await self.topics.close_namespace(namespace)
             else:
                 await self.topics.reapply_policies(namespace=namespace)

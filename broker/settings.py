@@ -141,7 +141,9 @@ class BrokerSettings:
         "long, so its data can be deleted (0 = never).",
     )
     managed_ledger_cache_size_mb: int = setting(
-        64, "Memory for recently added entries served to tailing consumers."
+        64,
+        "Memory for recently added entries served to tailing consumers (only topics with a "
+        "cursor put entries in it).",
     )
     managed_ledger_message_counts_max_entries: int = setting(
         10_000_000,

@@ -155,17 +155,24 @@ class TopicRegistry:
     async def _load(self, name: TopicName) -> TopicBase:
         stored = name.is_persistent and not name.is_system  # the cluster's own are made as needed
         # The records a load needs are independent of each other: one round trip.
-        found, _, overrides, record = await asyncio.gather(
+        found, partitioned, overrides, record = await asyncio.gather(
             self.namespaces.read(name.namespace_name, cached=True),
             self.namespaces.check_partitioned(name),
             self.namespaces.topic_policies(name.partitioned_topic_name),
             self.metastore.get(metadata_paths.managed_ledger(name)) if stored else _nothing(),
+            return_exceptions=True,
         )
-        if found is None:
+        if isinstance(found, BaseException):
+            raise found
+        if found is None:  # (before any other answer, as when they were read in turn)
             raise BrokerError(
                 f"{name}: namespace {name.namespace_name} does not exist",
                 common_pb2.TOPIC_NOT_FOUND,
             )
+        for failed in (partitioned, overrides, record):
+            if isinstance(failed, BaseException):
+                raise failed
+        assert not isinstance(overrides, BaseException) and not isinstance(record, BaseException)
         policies = self.namespaces.applied_with(name, found[0], overrides)
         if not name.is_persistent:
             plain = NonPersistentTopic(name, self.settings, self.metrics.topic(name))
