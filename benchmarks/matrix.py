@@ -263,7 +263,7 @@ def latency(s: Sitting, endpoints: Path) -> None:
     floor = s.repeated(lambda: _locked([PY, "benchmarks/latency_floor.py"])[0]["p99_ms"])
     s.add(
         Row(
-            "floor: bare 2 gRPC hops + group-commit fsync, 1 ms client batches, p99 @2,000/s",
+            "reference: bare 2 gRPC hops + group-commit fsync, 1 ms batches, p99 @2,000/s",
             floor,
             "ms",
             "Redis always",

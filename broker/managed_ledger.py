@@ -247,7 +247,7 @@ class ManagedLedger:
                 stored(False)
             return
         pos = (writer.ledger_id, f.result())
-        if self.cursors:  # (as Pulsar: the cache serves tailing cursors only)
+        if self.cursors:  # the cache serves tailing cursors (a topic without: nothing)
             self.cache.put(pos, data)
         self.entries_added += 1
         self.bytes_added += len(data)

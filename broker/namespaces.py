@@ -477,8 +477,9 @@ class Namespaces:
             raise BrokerError(
                 f"{name} already exists as a non-partitioned topic", common_pb2.NOT_ALLOWED
             )
-        # Neither record may exist: a topic is partitioned or not, never both
-        # (a broker that has it loaded answers "not partitioned" from memory).
+        # Neither record may exist (a broker with the topic loaded answers
+        # "not partitioned" from memory). A load that read no partitioned
+        # record just before can still create the ledger list after this.
         key = metadata_paths.partitioned_topic(name)
         created, _ = await self.metastore.txn(
             [Compare(key, version=-1), Compare(metadata_paths.managed_ledger(name), version=-1)],

@@ -401,7 +401,8 @@ class Ownership:
             return
         record = BundleRecord.decode(stat.value)
         if record.state != BundleState.OWNED or record.broker != self.address:
-            self.owned.pop(key, None)  # whatever it is, it is not this broker's
+            if record.broker != self.address:
+                self.owned.pop(key, None)  # another broker's: not served here
             raise MagnetarServerError(
                 f"bundle {key} is {record.state.value} by {record.broker or 'nobody'}, "
                 f"not owned by {self.address}",

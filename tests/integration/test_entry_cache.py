@@ -12,7 +12,7 @@ from tests.harness import wait_for
 from tests.metrics_scrape import scrape
 
 _n = itertools.count()
-N = 20
+N = 50
 
 
 def _inserted(cluster) -> float:
@@ -29,7 +29,7 @@ def test_only_a_topic_with_a_cursor_puts_its_entries_in_the_cache(cluster):
         before = _inserted(cluster)
         for i in range(N):
             producer.send(f"{i}".encode())
-        assert _inserted(cluster) - before < N  # (other topics' traffic may add a few)
+        assert _inserted(cluster) - before < N // 2  # (other topics' traffic may add a few)
 
         consumer = c.subscribe(tailed, "tail")
         producer = c.create_producer(tailed, batching_enabled=False)
