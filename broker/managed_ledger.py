@@ -5,8 +5,8 @@ JSON and changes only by compare-and-set. Opening the topic recovers (fences
 and closes) any ledger left open by a previous owner, drops empty ones,
 creates a fresh ledger and compare-and-sets the new list; no write is served
 before that succeeds, so a broker that lost the race never writes. Entries
-go to the last ledger, confirmed in order; while the topic has cursors, recent
-ones stay in a byte-bounded cache for tailing reads; others come from bookies.
+go to the last ledger, confirmed in order; recent ones stay in a byte-bounded
+cache for tailing consumers, older ones are read from the bookies.
 
 When to roll over to a new ledger and which ledgers may be deleted are
 decided in :mod:`broker.ledger_rules`; cursors (one per subscription) are
@@ -247,8 +247,7 @@ class ManagedLedger:
                 stored(False)
             return
         pos = (writer.ledger_id, f.result())
-        if self.cursors:  # the cache serves tailing cursors (a topic without: nothing)
-            self.cache.put(pos, data)
+        self.cache.put(pos, data)
         self.entries_added += 1
         self.bytes_added += len(data)
         self.message_counts.added(pos[0], pos[1], messages)

@@ -141,9 +141,7 @@ class BrokerSettings:
         "long, so its data can be deleted (0 = never).",
     )
     managed_ledger_cache_size_mb: int = setting(
-        64,
-        "Memory for recently added entries served to tailing consumers (only topics with a "
-        "cursor put entries in it).",
+        64, "Memory for recently added entries served to tailing consumers."
     )
     managed_ledger_message_counts_max_entries: int = setting(
         10_000_000,
