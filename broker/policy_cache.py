@@ -37,7 +37,6 @@ class PolicyCache:
         self.live = False  # a watch is running
         self._entries: OrderedDict[str, Stat] = OrderedDict()
         self._generation = 0
-        self.hits = 0  # for tests and logs
 
     def start(self) -> None:
         """The watch (re)started: what is read from now on may be kept."""
@@ -58,7 +57,6 @@ class PolicyCache:
 
     async def get(self, key: str) -> Stat | None:
         if self.live and key in self._entries:
-            self.hits += 1
             return self._entries[key]
         generation = self._generation
         stat = await self.metastore.get(key)

@@ -15,19 +15,35 @@ from metastore.client import Stat
 
 
 class CountingStore:
-    """``get`` of a dict, counting reads; ``hold`` makes reads wait."""
+    """``get`` of a dict, counting reads; ``hold`` makes reads wait (and
+    ``holding`` says one does)."""
 
     def __init__(self) -> None:
         self.values: dict[str, bytes] = {}
         self.reads = 0
         self.hold: asyncio.Event | None = None
+        self.holding = asyncio.Event()
 
     async def get(self, key: str) -> Stat | None:
         self.reads += 1
         value = self.values.get(key)  # read before any hold: a read in flight
         if self.hold is not None:
+            self.holding.set()
             await self.hold.wait()
         return None if value is None else Stat(value, 0, 0, 0)
+
+    async def held_read(self, cache: PolicyCache, key: str) -> asyncio.Task:
+        """A read of ``key`` through ``cache``, in flight (held) on return."""
+        self.hold = asyncio.Event()
+        reading = asyncio.create_task(cache.get(key))
+        await asyncio.wait_for(self.holding.wait(), 5)
+        return reading
+
+    async def release(self, reading: asyncio.Task) -> None:
+        assert self.hold is not None
+        self.hold.set()
+        await reading
+        self.hold = None
 
 
 def _cache(store: CountingStore, max_entries: int = 10) -> PolicyCache:
@@ -81,14 +97,10 @@ def test_a_read_in_flight_across_a_change_is_not_kept():
         store.values["/ns"] = b"old"
         cache = _cache(store)
         cache.start()
-        store.hold = asyncio.Event()
-        reading = asyncio.create_task(cache.get("/ns"))
-        await asyncio.wait_for(_until(lambda: store.reads == 1), 5)
+        reading = await store.held_read(cache, "/ns")
         store.values["/ns"] = b"new"
         cache.changed("/ns")  # the event of the change arrives mid-read
-        store.hold.set()
-        await reading
-        store.hold = None
+        await store.release(reading)
         stat = await cache.get("/ns")
         assert stat is not None
         return stat.value, store.reads
@@ -102,17 +114,11 @@ def test_a_read_in_flight_when_the_watch_ends_or_restarts_is_not_kept():
         store.values["/ns"] = b"v"
         cache = _cache(store)
         cache.start()
-        store.hold = asyncio.Event()
-        reading = asyncio.create_task(cache.get("/ns"))
-        await asyncio.wait_for(_until(lambda: store.reads == 1), 5)
+        reading = await store.held_read(cache, "/ns")
         if interrupt == "stop":
             cache.stop()
-            cache.start()  # a new watch: what the old one may have missed is unknown
-        else:
-            cache.start()
-        store.hold.set()
-        await reading
-        store.hold = None
+        cache.start()  # a new watch: what the old one may have missed is unknown
+        await store.release(reading)
         await cache.get("/ns")
         return store.reads
 
@@ -135,11 +141,6 @@ def test_at_most_max_entries_are_kept_oldest_out_first():
         return store.reads - before
 
     assert asyncio.run(run()) == 1
-
-
-async def _until(cond) -> None:  # type: ignore[no-untyped-def]
-    while not cond():
-        await asyncio.sleep(0)  # yields to the task under test; bounded by wait_for
 
 
 AGE = TOPIC_COUNT_MAX_AGE_S
