@@ -24,6 +24,7 @@ from bookie.auto_recovery import AutoRecovery
 from bookie.entry_runs import check_records
 from bookie.group_commit import GroupCommitter
 from bookie.metrics import BookieMetrics
+from bookie.read_responses import entries_responses, range_responses
 from bookie.registration import (
     check_cookie,
     load_cookie,
@@ -282,29 +283,16 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     )
                 )
                 return
-            resp = bookie_pb2.ReadRangeResponse()
-            expected = first
-            for eid, digest, lac, payload in rows:
-                if eid != expected:
-                    break
-                if entry_digest(request.ledger_id, eid, lac, payload) != digest:
-                    if resp.entry_ids:
-                        yield resp
-                    yield bookie_pb2.ReadRangeResponse(
-                        error=error(
-                            common_pb2.DIGEST_MISMATCH,
-                            f"stored entry {eid} of ledger {request.ledger_id} is corrupt",
-                        )
-                    )
-                    return
-                resp.entry_ids.append(eid)
-                resp.lacs.append(lac)
-                resp.digests.append(digest)
-                resp.payloads.append(payload)
-                expected += 1
-            self._count_read(started, read_at, len(resp.entry_ids), sum(map(len, resp.payloads)))
-            yield resp
-            first = expected  # after a hole, the next pass reports it
+            responses, first, corrupt = range_responses(
+                request.ledger_id, first, rows, self.settings.max_bytes_per_read_response
+            )
+            entries = sum(len(r.entry_ids) for r in responses)
+            size = sum(len(p) for r in responses for p in r.payloads)
+            self._count_read(started, read_at, entries, size)
+            for resp in responses:
+                yield resp
+            if corrupt:
+                return
 
     async def _write_state(self, ledger_id: int, state: LedgerState) -> BaseException | None:
         """Persist a ledger's state (fence flag, master key) in the group
@@ -364,23 +352,14 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                 self.readers, self.store.get_many, request.ledger_id, ids[start : start + per_msg]
             )
             read_at = time.perf_counter()
-            resp = bookie_pb2.ReadRangeResponse()
-            for eid, got in rows:
-                if got is None:
-                    resp.missing_entry_ids.append(eid)
-                    continue
-                digest, lac, payload = got
-                resp.entry_ids.append(eid)
-                if request.sizes_only:
-                    resp.sizes.append(len(payload))
-                    continue
-                # The reader checks digests and fails over on a mismatch; the
-                # bookie sends what it holds, so the reader knows which replica is bad.
-                resp.lacs.append(lac)
-                resp.digests.append(digest)
-                resp.payloads.append(payload)
-            self._count_read(started, read_at, len(resp.entry_ids), sum(map(len, resp.payloads)))
-            yield resp
+            responses = entries_responses(
+                rows, request.sizes_only, self.settings.max_bytes_per_read_response
+            )
+            entries = sum(len(r.entry_ids) for r in responses)
+            size = sum(len(p) for r in responses for p in r.payloads)
+            self._count_read(started, read_at, entries, size)
+            for resp in responses:
+                yield resp
 
     async def DeleteLedger(
         self, request: bookie_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext

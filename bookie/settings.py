@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protos.channel import MAX_GRPC_MESSAGE_BYTES
 from protos.security_settings import (
     authentication_enabled_setting,
     authorization_enabled_setting,
@@ -22,6 +23,7 @@ from protos.security_settings import (
     token_secret_key_setting,
 )
 from protos.settings import (
+    SettingsError,
     advertised_address_setting,
     bind_address_setting,
     http_max_connections_setting,
@@ -32,6 +34,10 @@ from protos.settings import (
     setting,
     shutdown_timeout_setting,
 )
+
+# A read response must fit gRPC's message limit with room for one entry
+# bigger than the bound (entries are bounded far below 8 MiB by the broker).
+MAX_BYTES_PER_READ_RESPONSE = MAX_GRPC_MESSAGE_BYTES // 2
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,11 @@ class BookieSettings:
     )
     max_entries_per_read_response: int = setting(
         500, "Most entries in one read-range response message."
+    )
+    max_bytes_per_read_response: int = setting(
+        4194304,
+        "Most payload bytes in one read response message (an entry bigger than this goes "
+        "alone). gRPC refuses messages past 16 MiB, so at most 8 MiB is accepted.",
     )
     max_entries_per_read_request: int = setting(
         10000, "Most entry ids one ReadEntries request may list."
@@ -163,3 +174,11 @@ class BookieSettings:
     metrics_tls_enabled: bool = metrics_tls_enabled_setting()
     shutdown_timeout_s: float = shutdown_timeout_setting()
     log_level: str = setting("INFO", "Logging level.")
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_bytes_per_read_response <= MAX_BYTES_PER_READ_RESPONSE:
+            raise SettingsError(
+                f"max_bytes_per_read_response: {self.max_bytes_per_read_response} is not in "
+                f"[1, {MAX_BYTES_PER_READ_RESPONSE}] (gRPC's message limit is "
+                f"{MAX_GRPC_MESSAGE_BYTES})"
+            )

@@ -203,3 +203,32 @@ def normalize_position(
             return ledger_ids[idx + 1], 0
         return lid, entry_id
     return pos
+
+
+# A read's entries: the cache's come one at a time and the read stops once
+# ``max_bytes`` are held (so it may pass the bound by one entry); a miss asks
+# the bookies for a run of entries, sized by the ledger's mean entry size so
+# that the run does not carry far past the bound, and what the run brings
+# past the bound is dropped by the same rule.
+
+
+def bookie_read_count(wanted: int, room_bytes: int, entries: int, length: int) -> int:
+    """Entries to ask the bookies for when ``wanted`` more are wanted with
+    ``room_bytes`` left, in a ledger whose ``entries`` entries so far hold
+    ``length`` bytes (nothing known: all ``wanted``); at least one."""
+    if entries <= 0 or length <= 0:
+        return max(1, wanted)
+    mean = max(1, length // entries)
+    return max(1, min(wanted, -(-room_bytes // mean)))
+
+
+def entries_within(sizes: Sequence[int], held: int, max_bytes: int) -> int:
+    """How many of ``sizes`` a read holding ``held`` bytes takes: each while
+    it holds less than ``max_bytes`` (the first always)."""
+    taken = 0
+    for size in sizes:
+        if taken and held >= max_bytes:
+            break
+        held += size
+        taken += 1
+    return taken

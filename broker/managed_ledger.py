@@ -32,6 +32,8 @@ from broker.ledger_rules import (
     NO_RETENTION,
     LedgerFacts,
     RolloverPolicy,
+    bookie_read_count,
+    entries_within,
     idle_rollover_due,
     normalize_position,
     should_roll,
@@ -94,8 +96,7 @@ class ManagedLedger:
         self._room.set()
         self.entries_added = 0
         self.bytes_added = 0
-        # Messages per entry of every ledger (backlogs count messages), and
-        # what the topic's metrics count of adds and reads.
+        # Messages per entry of every ledger (backlogs count messages); adds and reads counted.
         self.message_counts = MessageCounts(message_budget)
         self.metrics = metrics if metrics is not None else TopicMetrics(topic, 60.0, "", False)
         self.rollover = rollover or RolloverPolicy()
@@ -151,8 +152,7 @@ class ManagedLedger:
     async def close(self) -> None:
         for task in (self._rolling, self._trimming):
             if task is not None:
-                # A rollover finishes in milliseconds; a failed-ledger replacement
-                # may be waiting for bookies: do not wait for it forever.
+                # A failed-ledger replacement may wait for bookies: not forever.
                 done, _ = await asyncio.wait({task}, timeout=5)
                 if not done:
                     task.cancel()
@@ -168,9 +168,8 @@ class ManagedLedger:
         self.message_counts.release()
 
     async def _record_totals(self, closed: LedgerWriter) -> None:
-        """Write the ledger list again with the message total of the ledger
-        just closed, so the next owner's backlogs count its messages exactly.
-        Best effort: a lost race only means the next owner estimates."""
+        """Write the ledger list again with the total of the ledger just closed, so the
+        next owner counts its backlogs exactly (a lost race: the next owner estimates)."""
         if closed.lac < 0 or self.fenced_by_other:
             return
         try:
@@ -514,7 +513,7 @@ class ManagedLedger:
         return (self.ledger_ids[0] if self.ledger_ids else 0), 0
 
     def before_first(self) -> Position:
-        return (self.ledger_ids[0] if self.ledger_ids else 0), -1
+        return self.first_position[0], -1
 
     def next_position(self, pos: Position) -> Position:
         return self.normalize((pos[0], pos[1] + 1))
@@ -553,7 +552,10 @@ class ManagedLedger:
         while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
             data = self.cache.get(pos)
             if data is None:
-                fetched = await self._read_from_bookies(pos, max_entries - len(out), last)
+                fetched = await self._read_from_bookies(
+                    pos, max_entries - len(out), max_bytes - size, last
+                )
+                fetched = fetched[: entries_within([len(e[1]) for e in fetched], size, max_bytes)]
                 if not fetched:
                     break
                 fetched_size = sum(len(item[1]) for item in fetched)
@@ -571,20 +573,19 @@ class ManagedLedger:
         return out
 
     async def _read_from_bookies(
-        self, pos: Position, count: int, last: Position
+        self, pos: Position, count: int, room: int, last: Position
     ) -> list[tuple[Position, bytes]]:
         ledger_id, first = pos
         md = self.closed_ledgers.get(ledger_id)
         if md is None:
             if self.writer is None or self.writer.ledger_id != ledger_id:
                 return []
-            md = self.writer.metadata
-            end = self.writer.lac
+            md, end, length = self.writer.metadata, self.writer.lac, self.writer.length
         else:
-            end = md.last_entry_id
+            end, length = md.last_entry_id, md.length
+        end = min(end, first + bookie_read_count(count, room, end + 1, length) - 1)
         if last[0] == ledger_id:
             end = min(end, last[1])
-        end = min(end, first + count - 1)
         if end < first:
             return []
         rows = await self.ledger_client.read(md, first, end)

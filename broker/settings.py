@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.schema_compatibility import strategy_of
+from protos.channel import MAX_GRPC_MESSAGE_BYTES
 from protos.errors import InvalidArgumentError
 from protos.security_settings import (
     authentication_enabled_setting,
@@ -52,7 +53,9 @@ class BrokerSettings:
     metastore: str = setting("127.0.0.1:2379", "Metastore address(es), comma-separated.")
     cluster_name: str = setting("standalone", "Name of the cluster this broker belongs to.")
     max_message_size: int = setting(
-        5242880, "Largest entry (a message or a whole batch) a producer may publish, in bytes."
+        5242880,
+        "Largest entry (a message or a whole batch) a producer may publish, in bytes (with "
+        "dispatcher_max_read_size_bytes at most 15 MiB).",
     )
     allow_auto_topic_creation: bool = setting(
         True, "Create a persistent topic of an existing namespace on first use."
@@ -160,7 +163,11 @@ class BrokerSettings:
         10000, "Individually acknowledged ranges written with a cursor; the rest stay in memory."
     )
     dispatcher_max_read_batch_size: int = setting(100, "Most entries read for one dispatch.")
-    dispatcher_max_read_size_bytes: int = setting(5242880, "Most bytes read for one dispatch.")
+    dispatcher_max_read_size_bytes: int = setting(
+        5242880,
+        "Most bytes read for one dispatch (a read may pass it by one entry; with "
+        "max_message_size at most 15 MiB, so that a delivery fits one gRPC message).",
+    )
     max_topics: int = setting(100000, "Topics one broker serves at once.")
     max_producers_per_topic: int = setting(10000, "Producers connected to one topic.")
     max_consumers_per_subscription: int = setting(10000, "Consumers of one subscription.")
@@ -492,3 +499,12 @@ class BrokerSettings:
             strategy_of(self.schema_compatibility_strategy)
         except InvalidArgumentError as exc:
             raise SettingsError(f"schema_compatibility_strategy: {exc.message}") from None
+        # One delivery holds a read's bytes and may pass them by one entry; the
+        # framing of its entries gets the last MiB of gRPC's message limit.
+        delivery = self.dispatcher_max_read_size_bytes + self.max_message_size
+        if delivery > MAX_GRPC_MESSAGE_BYTES - (1 << 20):
+            raise SettingsError(
+                f"dispatcher_max_read_size_bytes + max_message_size = {delivery}: more than "
+                f"{MAX_GRPC_MESSAGE_BYTES - (1 << 20)} (a delivery must fit one gRPC message, "
+                f"{MAX_GRPC_MESSAGE_BYTES} bytes)"
+            )

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from broker.ledger_rules import (
     NO_RETENTION,
     LedgerFacts,
     RetentionPolicy,
     RolloverPolicy,
+    bookie_read_count,
     deletable_ledgers,
+    entries_within,
     idle_rollover_due,
     past_retention,
     should_roll,
@@ -133,3 +137,36 @@ def test_trimming_keeps_consumed_ledgers_within_retention():
     # Retention never lets go of what a durable cursor has not consumed.
     assert trimmable(ids, closed, current, [(2, 4)], None, RetentionPolicy(0, 0), 10_000) == [1, 2]
     assert trimmable(ids, closed, current, [(2, 4)], None, RetentionPolicy(-1, 0), 10_000) == [1, 2]
+
+
+# (wanted, room bytes, ledger entries, ledger bytes) -> entries asked of the bookies
+BOOKIE_READ_COUNT = [
+    (100, 5000, 0, 0, 100),  # nothing known of the ledger: all wanted
+    (100, 5000, 10, 0, 100),
+    (100, 5000, 10, 1000, 50),  # mean 100 bytes: enough to fill the room
+    (100, 5050, 10, 1000, 51),  # a part entry rounds up (the read may pass the bound by one)
+    (100, 5000, 10, 100, 100),  # small entries: the count bounds it
+    (100, 5000, 10, 10_000_000, 1),  # entries bigger than the room: one at a time
+    (100, 0, 10, 1000, 1),  # no room left: still one, so a read always progresses
+]
+
+
+@pytest.mark.parametrize(("wanted", "room", "entries", "length", "asked"), BOOKIE_READ_COUNT)
+def test_bookie_read_count(wanted, room, entries, length, asked):
+    assert bookie_read_count(wanted, room, entries, length) == asked
+
+
+# (entry sizes, bytes held, max bytes) -> entries taken (each while under the bound)
+ENTRIES_WITHIN = [
+    ([], 0, 10, 0),
+    ([4, 4, 4], 0, 10, 3),  # 8 held is under 10: the third is taken too
+    ([4, 4, 4, 4], 0, 10, 3),
+    ([20, 1], 0, 10, 1),  # the first is always taken
+    ([5, 5, 5], 5, 10, 1),  # the read already held 5
+    ([1, 1], 10, 10, 1),  # at the bound already: only the first
+]
+
+
+@pytest.mark.parametrize(("sizes", "held", "max_bytes", "taken"), ENTRIES_WITHIN)
+def test_entries_within(sizes, held, max_bytes, taken):
+    assert entries_within(sizes, held, max_bytes) == taken

@@ -38,6 +38,26 @@ def test_unknown_and_mistyped_settings_are_refused(tmp_path):
         load_settings(BrokerSettings, "broker", bad, environ={})
 
 
+# Reads and deliveries must fit one gRPC message (16 MiB).
+READ_BOUNDS = [
+    (BookieSettings, "bookie", {"max_bytes_per_read_response": 8 << 20}, None),
+    (BookieSettings, "bookie", {"max_bytes_per_read_response": (8 << 20) + 1}, "8388608"),
+    (BookieSettings, "bookie", {"max_bytes_per_read_response": 0}, "is not in"),
+    (BrokerSettings, "broker", {"dispatcher_max_read_size_bytes": 10 << 20}, None),
+    (BrokerSettings, "broker", {"dispatcher_max_read_size_bytes": 11 << 20}, "one gRPC message"),
+    (BrokerSettings, "broker", {"max_message_size": 11 << 20}, "one gRPC message"),
+]
+
+
+@pytest.mark.parametrize(("cls", "section", "values", "refused"), READ_BOUNDS)
+def test_read_sizes_past_a_grpc_message_are_refused(cls, section, values, refused):
+    if refused is None:
+        load_settings(cls, section, overrides=values, environ={})
+        return
+    with pytest.raises(SettingsError, match=refused):
+        load_settings(cls, section, overrides=values, environ={})
+
+
 @pytest.mark.parametrize(
     ("cls", "section"),
     [(MetastoreSettings, "metastore"), (BookieSettings, "bookie"), (BrokerSettings, "broker")],
