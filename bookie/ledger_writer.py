@@ -75,6 +75,11 @@ class LedgerWriter:
         self.closed = False
 
     @property
+    def next_entry_id(self) -> int:
+        """Entries added so far (confirmed or not), ``length`` bytes together."""
+        return self._next_entry_id
+
+    @property
     def outstanding(self) -> int:
         """Entries added and not confirmed yet."""
         return len(self._unconfirmed)

@@ -4,9 +4,9 @@ A read stream's message holds at most ``max_entries_per_read_response``
 entries (the storage read's unit) and, since gRPC refuses a message past its
 size limit, at most ``max_bytes_per_read_response`` bytes of payload: a
 message is closed before the entry that would take it past the byte bound.
-An entry bigger than the bound alone goes in a message of its own (entries
-are bounded by the broker's message size, far below gRPC's limit), so every
-read makes progress.
+An entry bigger than the bound goes in a message of its own (an entry is at
+most the broker's ``max_message_size``, which its settings keep under
+15 MiB), so every read makes progress.
 
 A row is ``(entry_id, (digest, lac, payload) or None)`` for ReadEntries,
 where ``None`` means "not on this bookie" (listed back in

@@ -283,16 +283,18 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
                     )
                 )
                 return
-            responses, first, corrupt = range_responses(
+            responses, ended_at, corrupt = range_responses(
                 request.ledger_id, first, rows, self.settings.max_bytes_per_read_response
             )
-            entries = sum(len(r.entry_ids) for r in responses)
-            size = sum(len(p) for r in responses for p in r.payloads)
-            self._count_read(started, read_at, entries, size)
+            good = rows[: ended_at - first]
+            self._count_read(started, read_at, len(good), sum(len(row[3]) for row in good))
+            if corrupt:
+                self._count_read(started, read_at, 1, 0, ok=False)
             for resp in responses:
                 yield resp
             if corrupt:
                 return
+            first = ended_at
 
     async def _write_state(self, ledger_id: int, state: LedgerState) -> BaseException | None:
         """Persist a ledger's state (fence flag, master key) in the group
@@ -355,9 +357,9 @@ class BookieService(bookie_pb2_grpc.BookieServicer):
             responses = entries_responses(
                 rows, request.sizes_only, self.settings.max_bytes_per_read_response
             )
-            entries = sum(len(r.entry_ids) for r in responses)
-            size = sum(len(p) for r in responses for p in r.payloads)
-            self._count_read(started, read_at, entries, size)
+            found = [got[2] for _, got in rows if got is not None]
+            size = 0 if request.sizes_only else sum(map(len, found))
+            self._count_read(started, read_at, len(found), size)
             for resp in responses:
                 yield resp
 

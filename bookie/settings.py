@@ -35,8 +35,8 @@ from protos.settings import (
     shutdown_timeout_setting,
 )
 
-# A read response must fit gRPC's message limit with room for one entry
-# bigger than the bound (entries are bounded far below 8 MiB by the broker).
+# A read response holds up to this bound, or one entry bigger than it (an
+# entry is at most the broker's max_message_size, kept under 15 MiB).
 MAX_BYTES_PER_READ_RESPONSE = MAX_GRPC_MESSAGE_BYTES // 2
 
 

@@ -499,11 +499,13 @@ class SharedDispatcher(Dispatcher):
         if budget <= 0:
             return False
         epoch = self._epoch
-        batch = await self._read_redeliveries(budget)
+        limit = self.max_bytes
+        batch = await self._read_redeliveries(budget, limit)
         fresh: list[tuple[Position, bytes]] = []
-        if len(batch) < budget and self._can_read_more() and self._has_fresh():
+        room = limit - sum(len(data) for _, data, _ in batch)
+        if len(batch) < budget and room > 0 and self._can_read_more() and self._has_fresh():
             fresh = await self.sub.ledger.read_entries(
-                self.sub.cursor.read_position, budget - len(batch), self.max_bytes
+                self.sub.cursor.read_position, budget - len(batch), room
             )
         if epoch != self._epoch:
             return True  # a seek overtook the reads: start again from the new position
@@ -512,15 +514,19 @@ class SharedDispatcher(Dispatcher):
             return bool(fresh)  # all delayed (or acked): read on
         return self._hand_out(batch)
 
-    async def _read_redeliveries(self, budget: int) -> Batch:
+    async def _read_redeliveries(self, budget: int, limit: int) -> Batch:
+        """Entries to deliver again, oldest first, until ``limit`` bytes are
+        held (the rest wait for the next dispatch: one delivery fits a gRPC message)."""
         batch: Batch = []
-        while self.redeliveries and len(batch) < budget:
+        held = 0
+        while self.redeliveries and len(batch) < budget and held < limit:
             pos = self.redeliveries.pop(0)
             if self.sub.cursor.is_acked(pos):
                 continue
-            got = await self.sub.ledger.read_entries(pos, 1, self.max_bytes)
+            got = await self.sub.ledger.read_entries(pos, 1, limit)
             if got and got[0][0] == pos:
                 batch.append((pos, got[0][1], entry_facts(got[0][1]).messages))
+                held += len(got[0][1])
         return batch
 
     def _take_fresh(self, fresh: list[tuple[Position, bytes]]) -> Batch:

@@ -115,17 +115,20 @@ class KeySharedDispatcher(Dispatcher):
         if budget <= 0:
             return False
         epoch = self._epoch
-        data = await self._read_replays(self._replays_to_read(ready, budget))
+        limit = self.max_bytes
+        data = await self._read_replays(self._replays_to_read(ready, budget), limit)
         fresh: list[tuple[Position, bytes]] = []
         room_for_fresh = budget - len(data)
+        room_bytes = limit - sum(map(len, data.values()))
         if (
             room_for_fresh > 0
+            and room_bytes > 0
             and len(self.replay) < self.max_replay_entries
             and self._can_read_more()
             and self._has_fresh()
         ):
             fresh = await self.sub.ledger.read_entries(
-                self.sub.cursor.read_position, room_for_fresh, self.max_bytes
+                self.sub.cursor.read_position, room_for_fresh, room_bytes
             )
         if epoch != self._epoch:
             return True  # a seek overtook the reads: start again from the new position
@@ -143,12 +146,18 @@ class KeySharedDispatcher(Dispatcher):
                 wanted.append(pos)
         return wanted
 
-    async def _read_replays(self, positions: list[Position]) -> dict[Position, bytes]:
+    async def _read_replays(self, positions: list[Position], limit: int) -> dict[Position, bytes]:
+        """Entries at ``positions``, in order, until ``limit`` bytes are held
+        (what is not read stays to replay: one delivery fits a gRPC message)."""
         data: dict[Position, bytes] = {}
+        held = 0
         for pos in positions:
-            got = await self.sub.ledger.read_entries(pos, 1, self.max_bytes)
+            if held >= limit:
+                break
+            got = await self.sub.ledger.read_entries(pos, 1, limit)
             if got and got[0][0] == pos:
                 data[pos] = got[0][1]
+                held += len(got[0][1])
         return data
 
     def _assign(self, data: dict[Position, bytes], fresh: list[tuple[Position, bytes]]) -> bool:

@@ -491,8 +491,7 @@ class ManagedLedger:
         )
 
     def _encode_list(self, ledger_ids: list[int], closed: Iterable[int]) -> bytes:
-        """The ledger list record, with the message totals of ``closed``
-        ledgers (a ledger still written has no final total)."""
+        """The ledger list record, with the totals of ``closed`` ledgers (not the one written)."""
         return ledger_list.encode(ledger_ids, self.message_counts.totals(closed))
 
     # ---------------------------------------------------------------- positions
@@ -552,10 +551,8 @@ class ManagedLedger:
         while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
             data = self.cache.get(pos)
             if data is None:
-                fetched = await self._read_from_bookies(
-                    pos, max_entries - len(out), max_bytes - size, last
-                )
-                fetched = fetched[: entries_within([len(e[1]) for e in fetched], size, max_bytes)]
+                want = (max_entries - len(out), size, max_bytes)
+                fetched = await self._read_from_bookies(pos, want, last)
                 if not fetched:
                     break
                 fetched_size = sum(len(item[1]) for item in fetched)
@@ -573,23 +570,26 @@ class ManagedLedger:
         return out
 
     async def _read_from_bookies(
-        self, pos: Position, count: int, room: int, last: Position
+        self, pos: Position, want: tuple[int, int, int], last: Position
     ) -> list[tuple[Position, bytes]]:
-        ledger_id, first = pos
+        (ledger_id, first), (count, held, max_bytes) = pos, want  # what passes it is cached
         md = self.closed_ledgers.get(ledger_id)
         if md is None:
             if self.writer is None or self.writer.ledger_id != ledger_id:
                 return []
-            md, end, length = self.writer.metadata, self.writer.lac, self.writer.length
+            md, end = self.writer.metadata, self.writer.lac
+            entries, length = self.writer.next_entry_id, self.writer.length
         else:
-            end, length = md.last_entry_id, md.length
-        end = min(end, first + bookie_read_count(count, room, end + 1, length) - 1)
-        if last[0] == ledger_id:
-            end = min(end, last[1])
+            end, entries, length = md.last_entry_id, md.last_entry_id + 1, md.length
+        end = min(end, first + bookie_read_count(count, max_bytes - held, entries, length) - 1)
+        end = min(end, last[1]) if last[0] == ledger_id else end
         if end < first:
             return []
         rows = await self.ledger_client.read(md, first, end)
-        return [((ledger_id, eid), payload) for eid, payload in rows]
+        kept = entries_within([len(payload) for _, payload in rows], held, max_bytes)
+        for eid, payload in rows[kept:]:
+            self.cache.put((ledger_id, eid), payload)
+        return [((ledger_id, eid), payload) for eid, payload in rows[:kept]]
 
     # ---------------------------------------------------------------- cursors
 

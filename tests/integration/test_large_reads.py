@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from bookie.ledger_client import LedgerClient
-from client import Client, InitialPosition, MessageId
+from client import Client, ConsumerType, InitialPosition, MessageId
 from metastore.client import MetastoreClient
 from protos import bookie_pb2, bookie_pb2_grpc
 from protos.channel import MAX_GRPC_MESSAGE_BYTES, grpc_options
@@ -100,3 +100,26 @@ def test_a_reader_gets_large_uncached_entries_from_the_start(small_cache_cluster
             msg = sub.receive(30_000)
             assert msg.data() == _payload(i)
             sub.acknowledge(msg)
+
+
+@pytest.mark.parametrize("kind", [ConsumerType.Shared, ConsumerType.KeyShared], ids=["Shared", "KeyShared"])
+def test_large_entries_delivered_again_fit_in_deliveries(small_cache_cluster, kind):
+    """A consumer that leaves with 20 MiB unacknowledged: its entries go to
+    the next consumer (Shared redeliveries, Key_Shared replays) in deliveries
+    within the read bound, not in one message past gRPC's limit."""
+    topic = f"persistent://public/default/large-again-{kind.name}"
+    with Client(small_cache_cluster.service_url) as client:
+        first = client.subscribe(topic, "again", consumer_type=kind)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(ENTRIES):
+            producer.send(_payload(i), partition_key="one-key")
+        taken = [first.receive(30_000).data() for _ in range(ENTRIES)]
+        assert taken == [_payload(i) for i in range(ENTRIES)]
+        second = client.subscribe(topic, "again", consumer_type=kind)
+        first.close()  # nothing acknowledged: all of it goes to the other consumer
+        again = []
+        for _ in range(ENTRIES):
+            msg = second.receive(30_000)
+            again.append(msg.data())
+            second.acknowledge(msg)
+        assert sorted(again) == [_payload(i) for i in range(ENTRIES)]
