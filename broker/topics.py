@@ -188,7 +188,9 @@ class TopicRegistry:
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
             ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
             topic.gate = QuotaGuard(topic)
-            _, cursors = await asyncio.gather(load_termination(topic), ledger.cursor_names())
+            cursors: list[str] = []
+            if not (stored and record is None):  # a topic just made has no cursor, no end
+                _, cursors = await asyncio.gather(load_termination(topic), ledger.cursor_names())
             await topic.apply_policies(policies)
             await topic.load_cursors(cursors)
         except BaseException:
@@ -282,11 +284,13 @@ class TopicRegistry:
         name = topic.name
         for cursor in cursors:
             await self.metastore.delete(topic.ledger.cursor_key(cursor))
+        # Cursors and the end mark go before the ledger list: a topic whose list
+        # is missing has neither (a load that makes the list reads neither).
         for key in (
+            metadata_paths.terminated(name),
             metadata_paths.managed_ledger(name),
             metadata_paths.dedup_snapshot(name),
             metadata_paths.topic_policies(name),
-            metadata_paths.terminated(name),
         ):
             await self.metastore.delete(key)
         for ledger_id in topic.ledger.ledger_ids:

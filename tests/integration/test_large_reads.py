@@ -102,7 +102,9 @@ def test_a_reader_gets_large_uncached_entries_from_the_start(small_cache_cluster
             sub.acknowledge(msg)
 
 
-@pytest.mark.parametrize("kind", [ConsumerType.Shared, ConsumerType.KeyShared], ids=["Shared", "KeyShared"])
+@pytest.mark.parametrize(
+    "kind", [ConsumerType.Shared, ConsumerType.KeyShared], ids=["Shared", "KeyShared"]
+)
 def test_large_entries_delivered_again_fit_in_deliveries(small_cache_cluster, kind):
     """A consumer that leaves with 20 MiB unacknowledged: its entries go to
     the next consumer (Shared redeliveries, Key_Shared replays) in deliveries
