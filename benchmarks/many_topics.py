@@ -6,7 +6,8 @@ first send of a new producer on a broker that holds many idle topics.
 
 1. ``create``: topics made one after another through the sync SDK, each by
    a new producer that sends one 1 KiB message (acknowledged) and closes:
-   total seconds and ms per topic.
+   total seconds, ms per topic, and the CPU per topic of this client and
+   of each server process named in the endpoints file.
 2. ``idle``: the broker is brought to ``--idle`` idle topics (made the same
    way, 32 at a time through the asyncio SDK, not timed); its RSS growth
    over them, per topic (after the broker's own GC has run: it is measured
@@ -51,20 +52,29 @@ def settled_rss_kib(pid: int, max_s: float = 10.0) -> int:
     return last
 
 
-def create_one_by_one(url: str, prefix: str, n: int) -> dict:
+def cpu_s(pids: dict[str, int]) -> dict[str, float]:
+    return {k: sum(psutil.Process(v).cpu_times()[:2]) for k, v in pids.items()}
+
+
+def create_one_by_one(url: str, prefix: str, n: int, pids: dict[str, int]) -> dict:
     with Client(url) as c:
         c.create_producer(f"{prefix}-warm").send(PAYLOAD)
+        servers0, me0 = cpu_s(pids), time.process_time()
         t0 = time.perf_counter()
         for i in range(n):
             p = c.create_producer(f"{prefix}-{i}")
             p.send(PAYLOAD)
             p.close()
         wall = time.perf_counter() - t0
+        me, servers = time.process_time() - me0, cpu_s(pids)
+    per_topic = {f"{k}_cpu_ms_per_topic": (servers[k] - servers0[k]) / n * 1000 for k in pids}
     return {
         "phase": "create",
         "topics": n,
         "seconds": round(wall, 2),
         "ms_per_topic": round(wall / n * 1000, 2),
+        "client_cpu_ms_per_topic": round(me / n * 1000, 2),
+        **{k: round(v, 2) for k, v in per_topic.items()},
     }
 
 
@@ -124,7 +134,8 @@ def main() -> None:
     phases = a.phases.split(",")
     made = 0
     if "create" in phases:
-        print(json.dumps(create_one_by_one(url, f"mt-{run}", a.create)), flush=True)
+        pids = {k: int(v) for k, v in ep.get("pids", {}).items()}
+        print(json.dumps(create_one_by_one(url, f"mt-{run}", a.create, pids)), flush=True)
         made = a.create
     if "idle" in phases or "probe" in phases:
         before = settled_rss_kib(broker_pid)
