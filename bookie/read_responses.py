@@ -18,6 +18,7 @@ digest does not match with DIGEST_MISMATCH.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from protos import bookie_pb2, common_pb2
 from protos.digest import entry_digest
@@ -26,6 +27,7 @@ from protos.errors import error
 Response = bookie_pb2.ReadRangeResponse
 EntryRow = tuple[int, tuple[int, int, bytes] | None]
 RangeRow = tuple[int, int, int, bytes]
+RowT = TypeVar("RowT")
 
 
 def cut_points(sizes: Sequence[int], max_bytes: int) -> list[int]:
@@ -41,14 +43,19 @@ def cut_points(sizes: Sequence[int], max_bytes: int) -> list[int]:
     return starts
 
 
+def _parts(rows: Sequence[RowT], sizes: Sequence[int], max_bytes: int) -> list[Sequence[RowT]]:
+    """``rows`` cut where :func:`cut_points` says (one empty part for no rows)."""
+    starts = cut_points(sizes, max_bytes) or [0]
+    return [rows[a:b] for a, b in zip(starts, [*starts[1:], len(rows)], strict=True)]
+
+
 def entries_responses(rows: Sequence[EntryRow], sizes_only: bool, max_bytes: int) -> list[Response]:
     """The messages answering ReadEntries' ``rows`` (one, possibly empty, at least)."""
     sizes = [0 if got is None or sizes_only else len(got[2]) for _, got in rows]
-    starts = cut_points(sizes, max_bytes) or [0]
     out: list[Response] = []
-    for start, end in zip(starts, [*starts[1:], len(rows)], strict=True):
+    for part in _parts(rows, sizes, max_bytes):
         resp = Response()
-        for eid, got in rows[start:end]:
+        for eid, got in part:
             if got is None:
                 resp.missing_entry_ids.append(eid)
                 continue
@@ -77,29 +84,29 @@ def range_responses(
         if row[0] != first + len(run):
             break  # a hole: the next pass starts at it and reports it
         run.append(row)
+    bad = next(
+        (
+            i
+            for i, (eid, digest, lac, payload) in enumerate(run)
+            if entry_digest(ledger_id, eid, lac, payload) != digest
+        ),
+        None,
+    )
+    good = run if bad is None else run[:bad]
     out: list[Response] = []
-    resp = Response()
-    held = 0
-    for eid, digest, lac, payload in run:
-        if entry_digest(ledger_id, eid, lac, payload) != digest:
-            if resp.entry_ids:
-                out.append(resp)
+    if good or bad is None:
+        for part in _parts(good, [len(row[3]) for row in good], max_bytes):
             out.append(
                 Response(
-                    error=error(
-                        common_pb2.DIGEST_MISMATCH,
-                        f"stored entry {eid} of ledger {ledger_id} is corrupt",
-                    )
+                    entry_ids=[r[0] for r in part],
+                    digests=[r[1] for r in part],
+                    lacs=[r[2] for r in part],
+                    payloads=[r[3] for r in part],
                 )
             )
-            return out, eid, True
-        if held and held + len(payload) > max_bytes:
-            out.append(resp)
-            resp, held = Response(), 0
-        resp.entry_ids.append(eid)
-        resp.lacs.append(lac)
-        resp.digests.append(digest)
-        resp.payloads.append(payload)
-        held += len(payload)
-    out.append(resp)
-    return out, first + len(run), False
+    if bad is None:
+        return out, first + len(run), False
+    eid = run[bad][0]
+    message = f"stored entry {eid} of ledger {ledger_id} is corrupt"
+    out.append(Response(error=error(common_pb2.DIGEST_MISMATCH, message)))
+    return out, eid, True

@@ -572,7 +572,7 @@ class ManagedLedger:
     async def _read_from_bookies(
         self, pos: Position, want: tuple[int, int, int], last: Position
     ) -> list[tuple[Position, bytes]]:
-        (ledger_id, first), (count, held, max_bytes) = pos, want  # what passes it is cached
+        (ledger_id, first), (count, held, max_bytes) = pos, want  # want: (entries, held, bound)
         md = self.closed_ledgers.get(ledger_id)
         if md is None:
             if self.writer is None or self.writer.ledger_id != ledger_id:
