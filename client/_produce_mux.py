@@ -36,6 +36,13 @@ _FRAMES_TAG = bytes(
         | _LENGTH_DELIMITED
     ]
 )
+_SEND_TAG = bytes(
+    [(broker_pb2.ProducerRequest.DESCRIPTOR.fields_by_name["send"].number << 3) | _LENGTH_DELIMITED]
+)
+_SEND = broker_pb2.SendEntries.DESCRIPTOR.fields_by_name
+_SEQUENCE_IDS_TAG = bytes([(_SEND["sequence_ids"].number << 3) | _LENGTH_DELIMITED])
+_NUM_MESSAGES_TAG = bytes([(_SEND["num_messages"].number << 3) | _LENGTH_DELIMITED])
+_ENTRY_TAG = bytes([(_SEND["entries"].number << 3) | _LENGTH_DELIMITED])
 METHOD = "/magnetar.Broker/ProduceMany"
 MESSAGE_BYTES = 4 << 20  # frames per gRPC message (the limit is 16 MiB)
 
@@ -50,6 +57,30 @@ def encode_frame(stream_id: int, request: bytes | None, end: bool = False) -> by
         parts.append(_END)
     body = b"".join(parts)
     return b"".join((_FRAMES_TAG, varint(len(body)), body))
+
+
+def encode_send_frame(
+    stream_id: int, sequence_ids: list[int], num_messages: list[int], entries: list[bytes]
+) -> bytes:
+    """``encode_frame`` of a ``ProducerRequest`` whose ``send`` holds these
+    entries (counts ≥ 1), written in one join so each entry is copied once.
+    (Appending the entries to the protobuf message and serialising it copied
+    each one three times: ~3 µs per KiB sent, more than the rest of a send.)"""
+    parts: list[bytes] = []
+    for tag, values in ((_SEQUENCE_IDS_TAG, sequence_ids), (_NUM_MESSAGES_TAG, num_messages)):
+        if values:  # packed, and left out when empty
+            packed = b"".join([varint(v) for v in values])
+            parts += (tag, varint(len(packed)), packed)
+    size = sum(len(p) for p in parts)
+    for entry in entries:
+        length = varint(len(entry))
+        parts += (_ENTRY_TAG, length, entry)
+        size += 1 + len(length) + len(entry)
+    send_size = varint(size)
+    request_size = 1 + len(send_size) + size
+    head = [_ID_TAG, varint(stream_id), _REQUEST_TAG, varint(request_size), _SEND_TAG, send_size]
+    body_size = sum(len(p) for p in head[:4]) + request_size
+    return b"".join([_FRAMES_TAG, varint(body_size), *head, *parts])
 
 
 class ProduceMux:
@@ -195,6 +226,15 @@ class ProducerCall:
         if self._ended:
             raise asyncio.InvalidStateError("the producer stream was ended")
         self.mux.send(self, encode_frame(self.stream_id, request.SerializeToString()))
+
+    async def write_send(
+        self, sequence_ids: list[int], num_messages: list[int], entries: list[bytes]
+    ) -> None:
+        """``write`` of a send request (``encode_send_frame``)."""
+        if self._ended:
+            raise asyncio.InvalidStateError("the producer stream was ended")
+        frame = encode_send_frame(self.stream_id, sequence_ids, num_messages, entries)
+        self.mux.send(self, frame)
 
     async def read(self) -> Any:
         """The next answer; grpc.aio.EOF once the stream ended (again on

@@ -18,6 +18,7 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Iterable
 
 import grpc
 
@@ -48,10 +49,18 @@ from client.exceptions import (
     from_wire,
     from_wire_or,
 )
-from client.message import Callback, PendingMessage, build_chunk_entries, build_entry
+from client.message import (
+    Callback,
+    PendingMessage,
+    build_chunk_entries,
+    build_entry,
+    settle,
+    settle_failed,
+    settle_stored,
+)
 from protos import broker_pb2
 from protos.entry import key_values
-from protos.message_id import MessageId
+from protos.message_id import entry_ids
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +112,14 @@ def group_by_key(messages: list[PendingMessage]) -> list[list[PendingMessage]]:
     return list(groups.values())
 
 
-def _send_request(batches: list[_Batch]) -> broker_pb2.ProducerRequest:
-    req = broker_pb2.ProducerRequest()
-    send = req.send
+async def _write_batches(call: ProducerCall, batches: Iterable[_Batch]) -> None:
+    """One send request of these entries (a chunk but the last counts 1)."""
+    seqs, nums, entries = [], [], []
     for b in batches:
-        send.sequence_ids.append(b.sequence_id)
-        send.num_messages.append(max(b.num_messages, 1))
-        send.entries.append(b.entry)
-    return req
+        seqs.append(b.sequence_id)
+        nums.append(b.num_messages or 1)
+        entries.append(b.entry)
+    await call.write_send(seqs, nums, entries)
 
 
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy)
@@ -267,8 +276,9 @@ class ProducerEngine:
             payload = b"" if null_value else _as_bytes(payload)
         if len(payload) > self.max_message_size and not self.opts.chunking_enabled:
             raise self._too_big(len(payload))
-        with self._space:
-            self._check_open()
+        with self._lock:  # (_space's lock; taken bare, it costs less per message)
+            if self.closed or self.failure is not None:
+                self._check_open()
             if self._pending >= self.opts.max_pending_messages:
                 self._wait_for_room_locked(may_block)
             seq = self._next_seq if sequence_id is None else int(sequence_id)
@@ -383,7 +393,7 @@ class ProducerEngine:
         except MagnetarError as exc:
             self._pending -= 1
             error = exc
-            call_in_loop(self.loop, lambda: msg.callback(error, None))
+            call_in_loop(self.loop, lambda: settle(msg.callback, error, None))
             return
         failure: list[BaseException] = []
         for i, chunk in enumerate(chunks):
@@ -445,7 +455,7 @@ class ProducerEngine:
                 self._inflight.append(b)
             try:
                 assert self._call is not None
-                await self._call.write(_send_request(batches))
+                await _write_batches(self._call, batches)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
@@ -504,7 +514,7 @@ class ProducerEngine:
         async def attempt() -> None:
             await self._open_stream()
             if self._inflight:
-                await self._call.write(_send_request(list(self._inflight)))  # type: ignore[union-attr]
+                await _write_batches(self._call, list(self._inflight))  # type: ignore[arg-type]
 
         await retry_with_backoff(
             attempt,
@@ -533,16 +543,10 @@ class ProducerEngine:
             drained = not self._inflight and not self._ready
         if exc is None and batch.messages:
             self._last_seq_published = max(self._last_seq_published, batch.messages[-1].sequence_id)
-        for i, m in enumerate(batch.messages):
-            mid = (
-                MessageId(self.partition, ledger_id, entry_id, -1 if n == 1 else i)
-                if exc is None
-                else None
-            )
-            try:
-                m.callback(exc, mid)
-            except Exception:
-                log.exception("send callback failed")
+        if exc is None:
+            settle_stored(batch.messages, entry_ids(self.partition, ledger_id, entry_id, n))
+        else:
+            settle_failed(batch.messages, exc)
         if drained:
             self._drained.set()
 
@@ -559,11 +563,7 @@ class ProducerEngine:
             self._pending = 0
             self._space.notify_all()
         for b in batches:
-            for m in b.messages:
-                try:
-                    m.callback(exc, None)
-                except Exception:
-                    log.exception("send callback failed")
+            settle_failed(b.messages, exc)
         self._drained.set()
 
     async def _timeouts(self) -> None:

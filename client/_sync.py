@@ -25,6 +25,16 @@ from client.message import Message
 from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
+
+
+def _ignore_outcome(exc: BaseException | None, mid: MessageId | None) -> None:
+    """The engine's callback of a ``send_async`` given no callback."""
+
+
+def _result_of(exc: BaseException) -> Result:
+    return exc.result if isinstance(exc, MagnetarError) else Result.UnknownError
+
+
 T = TypeVar("T")
 
 
@@ -115,21 +125,18 @@ class Producer:
     ) -> None:
         """Publish without waiting; ``callback(result, msg_id)`` runs on the client thread."""
 
-        def done(exc: BaseException | None, mid: MessageId | None) -> None:
-            if callback is None:
-                return
-            result = (
-                exc.result
-                if isinstance(exc, MagnetarError)
-                else (Result.UnknownError if exc is not None else Result.Ok)
-            )
-            try:
-                callback(result, mid)
-            except Exception:
-                log.exception("send_async callback raised; ignored")
+        done: Callable[[BaseException | None, MessageId | None], None] = _ignore_outcome
+        if callback is not None:
 
-        payload, args = prepare_send(self._engine.opts.schema, content, kwargs)
-        self._engine.enqueue(payload, done, **args)
+            def done(exc: BaseException | None, mid: MessageId | None) -> None:
+                try:
+                    callback(Result.Ok if exc is None else _result_of(exc), mid)
+                except Exception:
+                    log.exception("send_async callback raised; ignored")
+
+        engine = self._engine
+        payload, args = prepare_send(engine.opts.schema, content, kwargs)
+        engine.enqueue(payload, done, **args)
 
     def flush(self) -> None:
         self._runner.run(self._engine.flush(), None)

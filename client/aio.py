@@ -67,19 +67,11 @@ class Producer:
 
     def send(self, content: Any, **kwargs: Any) -> asyncio.Future[MessageId]:
         """Publish; the returned future resolves to the MessageId once stored."""
-        loop = self._engine.loop
-        fut: asyncio.Future[MessageId] = loop.create_future()
-
-        def done(exc: BaseException | None, mid: MessageId | None) -> None:
-            if fut.done():
-                return
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(mid)  # type: ignore[arg-type]
-
-        payload, args = prepare_send(self._engine.opts.schema, content, kwargs)
-        self._engine.enqueue(payload, done, may_block=False, **args)
+        engine = self._engine
+        fut: asyncio.Future[MessageId] = engine.loop.create_future()
+        # The engine settles the future itself (client.message.settle).
+        payload, args = prepare_send(engine.opts.schema, content, kwargs)
+        engine.enqueue(payload, fut, may_block=False, **args)
         return fut
 
     async def flush(self) -> None:

@@ -7,7 +7,9 @@ its id has batch index -1, as with Pulsar's clients.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,8 @@ from client.exceptions import MessageTooBig
 from protos import common_pb2
 from protos.entry import encode_entry, iter_batch, key_values, properties_of, split_entry
 from protos.message_id import MessageId
+
+log = logging.getLogger(__name__)
 
 
 class Message:
@@ -250,8 +254,49 @@ def unpack_split(
     return out
 
 
-# A pending message: payload, its options, and what to call with the outcome.
-Callback = Callable[[BaseException | None, MessageId | None], None]
+# A pending message: payload, its options, and what to give the outcome to:
+# a function, or the future of an asyncio send (see ``settle``).
+Callback = Callable[[BaseException | None, MessageId | None], None] | asyncio.Future
+
+
+def settle(callback: Callback, exc: BaseException | None, mid: MessageId | None) -> None:
+    """Give a send's outcome to its callback. A future is left alone once
+    done (its sender cancelled it); a function is called on the loop."""
+    if isinstance(callback, asyncio.Future):
+        if callback.done():
+            return
+        if exc is not None:
+            callback.set_exception(exc)
+        else:
+            callback.set_result(mid)
+        return
+    callback(exc, mid)
+
+
+_FUTURE = asyncio.Future  # the type of loop.create_future()'s futures
+
+
+def settle_stored(messages: list[PendingMessage], ids: list[MessageId]) -> None:
+    """Give each message its id (``settle``, with an asyncio send's future
+    inline: this runs once per message sent)."""
+    for m, mid in zip(messages, ids, strict=True):
+        cb = m.callback
+        if type(cb) is _FUTURE:
+            if not cb.done():
+                cb.set_result(mid)
+            continue
+        try:
+            cb(None, mid)  # type: ignore[operator]
+        except Exception:
+            log.exception("send callback failed")
+
+
+def settle_failed(messages: list[PendingMessage], exc: BaseException) -> None:
+    for m in messages:
+        try:
+            settle(m.callback, exc, None)
+        except Exception:
+            log.exception("send callback failed")
 
 
 class PendingMessage:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from client._produce_mux import encode_frame
+from client._produce_mux import encode_frame, encode_send_frame
 from client.message import PendingMessage, build_entry
 from protos import broker_pb2, common_pb2
 from protos.entry import split_entry
@@ -175,3 +175,24 @@ def test_hand_built_produce_many_frames_parse_as_the_generated_message():
     ]
     assert frames[0].request == create
     assert frames[1].request == send
+
+
+# (sequence ids, counts, entries) of one send frame: none, one, several,
+# varints of one to nine bytes, entries of 0 bytes to past a 2-byte length.
+SEND_FRAMES: list[tuple[list[int], list[int], list[bytes]]] = [
+    ([], [], []),
+    ([0], [1], [b""]),
+    ([5], [1], [b"e" * 300]),
+    ([127, 128, 2**63], [1, 1000, 2**31 - 1], [b"a", b"b" * 127, b"c" * 16384]),
+    (list(range(1000, 1100)), [1] * 100, [bytes([i]) * i for i in range(100)]),
+]
+
+
+def test_hand_built_send_frames_are_the_generated_message_bytes():
+    for stream_id in (1, 300, 2**40):
+        for seqs, nums, entries in SEND_FRAMES:
+            request = broker_pb2.ProducerRequest(
+                send=broker_pb2.SendEntries(sequence_ids=seqs, num_messages=nums, entries=entries)
+            )
+            expected = encode_frame(stream_id, request.SerializeToString())
+            assert encode_send_frame(stream_id, seqs, nums, entries) == expected, (stream_id, seqs)
