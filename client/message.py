@@ -394,20 +394,22 @@ def _set_message_fields(meta: common_pb2.MessageMetadata, m: PendingMessage) -> 
 def _batch_payload(messages: list[PendingMessage]) -> bytes:
     """Per message: u32 size, SingleMessageMetadata, payload."""
     parts: list[bytes] = []
-    reused = common_pb2.SingleMessageMetadata()
+    # The common records (a size and a sequence id, with or without a
+    # partition key) reuse one message each: this runs once per message.
+    plain = common_pb2.SingleMessageMetadata()
+    keyed = common_pb2.SingleMessageMetadata()
     for m in messages:
-        if (
-            m.properties
-            or m.partition_key is not None
-            or m.ordering_key is not None
-            or m.event_time
-            or m.null_value
-        ):
+        if m.properties or m.ordering_key is not None or m.event_time or m.null_value or m.key_b64:
             head = _record_head(m)
-        else:  # the common record (a size and a sequence id) reuses one message
-            reused.payload_size = len(m.payload)
-            reused.sequence_id = m.sequence_id
-            head = reused.SerializeToString()
+        elif m.partition_key is None:
+            plain.payload_size = len(m.payload)
+            plain.sequence_id = m.sequence_id
+            head = plain.SerializeToString()
+        else:
+            keyed.partition_key = m.partition_key
+            keyed.payload_size = len(m.payload)
+            keyed.sequence_id = m.sequence_id
+            head = keyed.SerializeToString()
         parts.append(len(head).to_bytes(4, "big"))
         parts.append(head)
         parts.append(m.payload)

@@ -40,6 +40,31 @@ def test_batch_round_trip_keeps_order_and_per_message_metadata():
     assert all(m.redelivery_count() == 1 for m in out)
 
 
+def test_records_of_reused_metadata_carry_only_their_own_fields():
+    """Plain and keyed records reuse one metadata message each: none may
+    keep a field of the record before it."""
+    msgs = [
+        _pm(b"a", 1, partition_key="k1"),
+        _pm(b"bb", 2),
+        _pm(b"c", 3, partition_key="k2", properties={"p": "v"}),
+        _pm(b"", 4, partition_key="k3"),
+        _pm(b"e", 5, event_time=7),
+        _pm(b"f", 6),
+        _pm(b"g", 7, partition_key="k1"),
+    ]
+    out = unpack_entry(build_entry(msgs, "p", 5), 1, 2, 0, "t", 0)
+    assert [(m.data(), m.partition_key(), m.properties(), m.event_timestamp()) for m in out] == [
+        (b"a", "k1", {}, 0),
+        (b"bb", "", {}, 0),
+        (b"c", "k2", {"p": "v"}, 0),
+        (b"", "k3", {}, 0),
+        (b"e", "", {}, 7),
+        (b"f", "", {}, 0),
+        (b"g", "k1", {}, 0),
+    ]
+    assert [m.message_id().batch_index() for m in out] == list(range(7))
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
