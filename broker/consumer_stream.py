@@ -28,6 +28,7 @@ from broker.topic import TopicBase
 from broker.topics import TopicRegistry
 from protos import broker_pb2, common_pb2
 from protos.access import CALLER_ROLE
+from protos.deliveries import encode_deliveries
 from protos.errors import error, error_of
 from protos.message_id import MessageId, id_data
 from protos.schema_info import encode_version, from_data
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 _consumer_names = itertools.count(1)
 
-Outbox = asyncio.Queue  # of broker_pb2.ConsumerResponse, or None: the stream ends
+Outbox = asyncio.Queue  # of ConsumerResponse (deliveries: its bytes), or None: the stream ends
 
 
 def key_shared_policy(meta: broker_pb2.KeySharedMeta) -> KeySharedPolicy:
@@ -51,15 +52,10 @@ def key_shared_policy(meta: broker_pb2.KeySharedMeta) -> KeySharedPolicy:
     return KeySharedPolicy(mode, meta.allow_out_of_order_delivery, ranges)
 
 
-def deliveries_message(d: Deliveries) -> broker_pb2.ConsumerResponse:
-    return broker_pb2.ConsumerResponse(
-        deliveries=broker_pb2.Deliveries(
-            ledger_ids=d.ledger_ids,
-            entry_ids=d.entry_ids,
-            redelivery_counts=d.redelivery_counts,
-            entries=d.entries,
-            acked_batch_indexes=d.acked_batch_indexes or (),
-        )
+def deliveries_message(d: Deliveries) -> bytes:
+    """The serialised ConsumerResponse of ``d`` (``protos.deliveries``)."""
+    return encode_deliveries(
+        d.ledger_ids, d.entry_ids, d.redelivery_counts, d.entries, d.acked_batch_indexes
     )
 
 
@@ -86,7 +82,7 @@ class ConsumerStream:
 
     async def run(
         self, requests: AsyncIterator[broker_pb2.ConsumerRequest]
-    ) -> AsyncIterator[broker_pb2.ConsumerResponse]:
+    ) -> AsyncIterator[broker_pb2.ConsumerResponse | bytes]:
         iterator = requests.__aiter__()
         try:
             first = await iterator.__anext__()

@@ -35,6 +35,7 @@ from metastore.client import MetastoreClient, Session
 from protos import broker_pb2, channel, serving
 from protos.access import AccessGuard
 from protos.credentials import TokenSupplier
+from protos.deliveries import consumer_response_bytes
 from protos.security_settings import (
     access_guard,
     client_token,
@@ -181,7 +182,13 @@ def _add_services(server: grpc.aio.Server, core: Core) -> None:
         core.addresses,
         authorizer.still_allowed if authorizer.enabled else None,
     )
-    serving.add_servicer(server, service, services["Broker"], guard=core.guard)
+    serving.add_servicer(
+        server,
+        service,
+        services["Broker"],
+        guard=core.guard,
+        response_serializers={"Consume": consumer_response_bytes},
+    )
     admin = Administration(core.topics, core.namespaces, core.ownership, core.peers)
     serving.add_servicer(
         server, BrokerAdminService(admin), services["BrokerAdmin"], guard=core.guard

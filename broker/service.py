@@ -91,7 +91,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self,
         request_iterator: AsyncIterator[broker_pb2.ConsumerRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[broker_pb2.ConsumerResponse]:
+    ) -> AsyncIterator[broker_pb2.ConsumerResponse | bytes]:
         await self._attached(context)
         async for resp in self.consumers.run(request_iterator):
             yield resp

@@ -167,15 +167,18 @@ def add_servicer(
     service: ServiceDescriptor,
     request_deserializers: Mapping[str, Callable[[bytes], Any]] | None = None,
     guard: AccessGuard | None = None,
+    response_serializers: Mapping[str, Callable[[Any], bytes]] | None = None,
 ) -> None:
     """Register ``servicer``'s methods of ``service`` on ``server``, as the
     generated ``add_*Servicer_to_server`` does, except that the methods named
     in ``request_deserializers`` get their requests through the function
-    given there instead of the generated message class, and that with a
+    given there instead of the generated message class (and likewise their
+    answers out through ``response_serializers``), and that with a
     ``guard`` every method is behind authentication and its authorization
     rule (``protos/access.py``; a method without a rule is refused here)."""
     request_deserializers = request_deserializers or {}
-    unknown = set(request_deserializers) - {m.name for m in service.methods}
+    response_serializers = response_serializers or {}
+    unknown = {*request_deserializers, *response_serializers} - {m.name for m in service.methods}
     if unknown:
         raise ValueError(f"{service.full_name} has no methods {sorted(unknown)}")
     if guard is not None:
@@ -193,7 +196,8 @@ def add_servicer(
         handlers[m.name] = _HANDLER_KINDS[m.client_streaming, m.server_streaming](
             behaviour,
             request_deserializer=decode,
-            response_serializer=message_factory.GetMessageClass(m.output_type).SerializeToString,
+            response_serializer=response_serializers.get(m.name)
+            or message_factory.GetMessageClass(m.output_type).SerializeToString,
         )
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(service.full_name, handlers),)
