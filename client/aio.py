@@ -23,7 +23,7 @@ from client._connection import Connection, Connections, parse_service_url
 from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
 from client._factory_options import check_options, check_topic, pattern_topic, prepare_send
-from client._gc import tune_gc
+from client._gc import tune_gc, tune_malloc
 from client._multi import (
     MultiConsumerEngine,
     PartitionedProducerEngine,
@@ -240,6 +240,7 @@ class Client:
     ) -> None:
         tls, keep_alive_s = client_transport(service_url, kwargs)
         tune_gc()  # client/_gc.py
+        tune_malloc()
         self._operation_timeout_s = operation_timeout_seconds
         # What the connection pool is made with, when first needed.
         self._pool_args = (

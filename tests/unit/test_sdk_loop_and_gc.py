@@ -1,16 +1,20 @@
 """The SDK's process-wide helpers: cross-thread calls into the client's
-event loop (client/_connection.py call_in_loop) and its GC threshold
-(client/_gc.py)."""
+event loop (client/_connection.py call_in_loop), its GC threshold and its
+malloc tuning (client/_gc.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import gc
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from client import _gc
 from client._connection import call_in_loop
 from client._gc import CPYTHON_DEFAULT, YOUNG_THRESHOLD, tune_gc
 
@@ -84,3 +88,43 @@ def test_the_sdk_raises_the_young_gc_threshold_only_when_left_at_the_default(
         assert gc.get_threshold() == (after, before[1], before[2])
     finally:
         gc.set_threshold(*before)
+
+
+# (environment, tuned?): the SDK tunes glibc's malloc once per process,
+# unless told not to or the application set glibc's own variables.
+MALLOC_CASES = [
+    ("default", {}, True),
+    ("turned-off", {"MAGNETAR_SDK_MALLOC": "0"}, False),
+    ("explicitly-on", {"MAGNETAR_SDK_MALLOC": "1"}, True),
+    ("application-mmap-threshold", {"MALLOC_MMAP_THRESHOLD_": "65536"}, False),
+    ("application-trim-threshold", {"MALLOC_TRIM_THRESHOLD_": "0"}, False),
+    ("application-top-pad", {"MALLOC_TOP_PAD_": "0"}, False),
+    ("application-tunables", {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, False),
+]
+
+
+@pytest.mark.parametrize("env, tuned", [pytest.param(*c[1:], id=c[0]) for c in MALLOC_CASES])
+def test_the_sdk_tunes_malloc_once_unless_the_application_chose(monkeypatch, env, tuned):
+    calls: list[int] = []
+
+    def record(trim_threshold_mb: int) -> bool:
+        calls.append(trim_threshold_mb)
+        return True
+
+    monkeypatch.setattr(_gc, "_tune_malloc", record)
+    monkeypatch.setattr(_gc, "_malloc_done", False)
+    for name in ("MAGNETAR_SDK_MALLOC", *_gc.GLIBC_VARIABLES, "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _gc.tune_malloc() is tuned
+    assert _gc.tune_malloc() is False  # once per process
+    assert calls == ([_gc.SDK_TRIM_THRESHOLD_MB] if tuned else [])
+
+
+def test_the_sdk_malloc_tuning_applies_on_glibc():
+    """The real mallopt calls succeed here (glibc), in a process of its own."""
+    code = "from client import _gc; import sys; sys.exit(0 if _gc.tune_malloc() else 1)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_"))}
+    env.pop("MAGNETAR_SDK_MALLOC", None)
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
