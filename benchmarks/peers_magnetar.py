@@ -63,7 +63,9 @@ class MagnetarPeer(peers.Peer):
         await sync.send(payload)
 
     async def publish_start(self, payload: bytes) -> asyncio.Future:
-        producer, _ = await self._producers()
+        producer = self.producer  # made by the first call (no await per message after it)
+        if producer is None:
+            producer, _ = await self._producers()
         return producer.send(payload)
 
     async def consume(self, n, on_msg, deadline):  # type: ignore[no-untyped-def]

@@ -174,6 +174,8 @@ def prepare_send(schema: Any, content: Any, kwargs: dict[str, Any]) -> tuple[Any
     """The payload and the engine's arguments of ``send(content, **kwargs)``:
     ``content`` encoded with the producer's schema (``InvalidMessage`` when it
     does not fit it: nothing is sent)."""
+    if schema is None and not kwargs:  # the common send: nothing to check (once per message)
+        return content, kwargs
     args = send_kwargs(kwargs)
     return encode_value(schema, content, args), args
 
