@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from broker.producer_stream import ProducerStream
 from protos import broker_pb2, common_pb2
 from protos.errors import error
+from protos.frames import encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +39,23 @@ MESSAGE_BYTES = 4 << 20  # answers per gRPC message (the limit is 16 MiB)
 
 
 class _Outbox:
-    """Answer frames gathered until the writer takes them, at most ``limit``."""
+    """Answer frames (encoded: protos/frames.py) gathered until the writer
+    takes them, at most ``limit``."""
 
     def __init__(self, limit: int) -> None:
-        self.frames: collections.deque[broker_pb2.ProducerResponseFrame] = collections.deque()
+        self.frames: collections.deque[bytes] = collections.deque()
         self.limit = limit
         self.closed = False
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
 
-    async def put(self, frame: broker_pb2.ProducerResponseFrame) -> None:
+    async def put(self, frame: bytes) -> None:
         while len(self.frames) >= self.limit and not self.closed:
             self._room.clear()
             await self._room.wait()
         self.put_now(frame)
 
-    def put_now(self, frame: broker_pb2.ProducerResponseFrame) -> None:
+    def put_now(self, frame: bytes) -> None:
         self.frames.append(frame)
         self._ready.set()
 
@@ -61,16 +63,16 @@ class _Outbox:
         self.closed = True
         self._ready.set()
 
-    async def take(self) -> list[broker_pb2.ProducerResponseFrame]:
+    async def take(self) -> list[bytes]:
         """The frames gathered, up to MESSAGE_BYTES (waiting for one); []
         once closed and empty."""
         while not self.frames and not self.closed:
             self._ready.clear()
             await self._ready.wait()
-        out: list[broker_pb2.ProducerResponseFrame] = []
+        out: list[bytes] = []
         size = 0
         while self.frames:
-            n = self.frames[0].ByteSize()
+            n = len(self.frames[0])
             if out and size + n > MESSAGE_BYTES:
                 break
             out.append(self.frames.popleft())
@@ -141,11 +143,8 @@ class _Connection:
             f"{self.max_streams} producer streams are open on this connection "
             "(max_producer_streams_per_connection)",
         )
-        self.outbox.put_now(
-            broker_pb2.ProducerResponseFrame(
-                id=sid, response=broker_pb2.ProducerResponse(error=refusal), end=True
-            )
-        )
+        answer = broker_pb2.ProducerResponse(error=refusal).SerializeToString()
+        self.outbox.put_now(encode_frame(sid, answer, end=True))
 
     async def _serve(self, sid: int, inbox: asyncio.Queue) -> None:
         async def requests() -> AsyncIterator[broker_pb2.ProducerRequest]:
@@ -155,7 +154,7 @@ class _Connection:
 
         try:
             async for resp in self.producers.run(requests(), authorize_first=True):
-                await self.outbox.put(broker_pb2.ProducerResponseFrame(id=sid, response=resp))
+                await self.outbox.put(encode_frame(sid, resp.SerializeToString()))
         finally:
             if self.inboxes.get(sid) is inbox:
                 del self.inboxes[sid]
@@ -163,7 +162,7 @@ class _Connection:
             while not inbox.empty():
                 left += inbox.get_nowait() is not None
             self._took(left)
-            self.outbox.put_now(broker_pb2.ProducerResponseFrame(id=sid, end=True))
+            self.outbox.put_now(encode_frame(sid, None, end=True))
 
     def _took(self, n: int) -> None:
         if n:
@@ -179,12 +178,13 @@ class ProducerMux:
 
     async def run(
         self, requests: AsyncIterator[broker_pb2.ProducerRequestFrames]
-    ) -> AsyncIterator[broker_pb2.ProducerResponseFrames]:
+    ) -> AsyncIterator[bytes]:
+        """The serialised ``ProducerResponseFrames`` messages of the call."""
         conn = _Connection(self.producers, self.max_streams, self.max_pending)
         reader = asyncio.create_task(conn.read(requests))
         try:
             while frames := await conn.outbox.take():
-                yield broker_pb2.ProducerResponseFrames(frames=frames)
+                yield b"".join(frames)
         finally:
             reader.cancel()
             for task in list(conn.tasks):

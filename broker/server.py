@@ -35,7 +35,6 @@ from metastore.client import MetastoreClient, Session
 from protos import broker_pb2, channel, serving
 from protos.access import AccessGuard
 from protos.credentials import TokenSupplier
-from protos.deliveries import consumer_response_bytes
 from protos.security_settings import (
     access_guard,
     client_token,
@@ -187,7 +186,7 @@ def _add_services(server: grpc.aio.Server, core: Core) -> None:
         service,
         services["Broker"],
         guard=core.guard,
-        response_serializers={"Consume": consumer_response_bytes},
+        response_serializers={"Consume": serving.serialized, "ProduceMany": serving.serialized},
     )
     admin = Administration(core.topics, core.namespaces, core.ownership, core.peers)
     serving.add_servicer(

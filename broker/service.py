@@ -82,7 +82,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self,
         request_iterator: AsyncIterator[broker_pb2.ProducerRequestFrames],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[broker_pb2.ProducerResponseFrames]:
+    ) -> AsyncIterator[bytes]:
+        """Answers are serialised ``ProducerResponseFrames`` (protos/frames.py)."""
         await self._attached(context)
         async for resp in self.producer_mux.run(request_iterator):
             yield resp

@@ -22,20 +22,12 @@ import grpc
 from client.exceptions import AlreadyClosed
 from protos import broker_pb2
 from protos.add_request import varint
+from protos.frames import BODY_TAG, FRAMES_TAG, ID_TAG
+from protos.frames import encode_frame as encode_frame
 
 log = logging.getLogger(__name__)
 
-_LENGTH_DELIMITED, _VARINT = 2, 0
-_FRAME = broker_pb2.ProducerRequestFrame.DESCRIPTOR.fields_by_name
-_ID_TAG = bytes([(_FRAME["id"].number << 3) | _VARINT])
-_REQUEST_TAG = bytes([(_FRAME["request"].number << 3) | _LENGTH_DELIMITED])
-_END = bytes([(_FRAME["end"].number << 3) | _VARINT, 1])
-_FRAMES_TAG = bytes(
-    [
-        (broker_pb2.ProducerRequestFrames.DESCRIPTOR.fields_by_name["frames"].number << 3)
-        | _LENGTH_DELIMITED
-    ]
-)
+_LENGTH_DELIMITED = 2
 _SEND_TAG = bytes(
     [(broker_pb2.ProducerRequest.DESCRIPTOR.fields_by_name["send"].number << 3) | _LENGTH_DELIMITED]
 )
@@ -45,18 +37,6 @@ _NUM_MESSAGES_TAG = bytes([(_SEND["num_messages"].number << 3) | _LENGTH_DELIMIT
 _ENTRY_TAG = bytes([(_SEND["entries"].number << 3) | _LENGTH_DELIMITED])
 METHOD = "/magnetar.Broker/ProduceMany"
 MESSAGE_BYTES = 4 << 20  # frames per gRPC message (the limit is 16 MiB)
-
-
-def encode_frame(stream_id: int, request: bytes | None, end: bool = False) -> bytes:
-    """One ``ProducerRequestFrame`` as an element of ``ProducerRequestFrames``
-    (so frames are joined into a message by concatenation)."""
-    parts = [_ID_TAG, varint(stream_id)]
-    if request is not None:
-        parts += (_REQUEST_TAG, varint(len(request)), request)
-    if end:
-        parts.append(_END)
-    body = b"".join(parts)
-    return b"".join((_FRAMES_TAG, varint(len(body)), body))
 
 
 def encode_send_frame(
@@ -78,9 +58,9 @@ def encode_send_frame(
         size += 1 + len(length) + len(entry)
     send_size = varint(size)
     request_size = 1 + len(send_size) + size
-    head = [_ID_TAG, varint(stream_id), _REQUEST_TAG, varint(request_size), _SEND_TAG, send_size]
+    head = [ID_TAG, varint(stream_id), BODY_TAG, varint(request_size), _SEND_TAG, send_size]
     body_size = sum(len(p) for p in head[:4]) + request_size
-    return b"".join([_FRAMES_TAG, varint(body_size), *head, *parts])
+    return b"".join([FRAMES_TAG, varint(body_size), *head, *parts])
 
 
 class ProduceMux:

@@ -3,7 +3,7 @@
 Built through the generated classes, each entry is copied into the message
 and again when it is serialised: 1.6 µs per KiB on our machines, thirty
 times a join. Written in one join, each entry is copied once. The Consume
-method's response serializer (``consumer_response_bytes``) passes these
+method's response serializer (``protos.serving.serialized``) passes these
 bytes through and serialises every other response as before.
 """
 
@@ -63,10 +63,3 @@ def encode_deliveries(
         parts += (_ACKED, varint(len(mask)), mask)
     size = sum(map(len, parts))
     return b"".join([_DELIVERIES, varint(size), *parts])
-
-
-def consumer_response_bytes(response: broker_pb2.ConsumerResponse | bytes) -> bytes:
-    """The Consume method's response serializer."""
-    if type(response) is bytes:
-        return response
-    return response.SerializeToString()  # type: ignore[union-attr]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from protos import broker_pb2
-from protos.deliveries import consumer_response_bytes, encode_deliveries
+from protos.deliveries import encode_deliveries
+from protos.serving import serialized
 
 # (ledger ids, entry ids, redelivery counts, entries, acked batch indexes)
 CASES = [
@@ -41,6 +42,6 @@ def test_hand_written_deliveries_are_the_generated_bytes(case):
 
 def test_the_consume_serializer_passes_bytes_and_serialises_messages():
     subscribed = broker_pb2.ConsumerResponse(subscribed=broker_pb2.Subscribed(topic="t"))
-    assert consumer_response_bytes(subscribed) == subscribed.SerializeToString()
+    assert serialized(subscribed) == subscribed.SerializeToString()
     raw = encode_deliveries([1], [2], [0], [b"e"], None)
-    assert consumer_response_bytes(raw) is raw
+    assert serialized(raw) is raw

@@ -196,3 +196,27 @@ def test_hand_built_send_frames_are_the_generated_message_bytes():
             )
             expected = encode_frame(stream_id, request.SerializeToString())
             assert encode_send_frame(stream_id, seqs, nums, entries) == expected, (stream_id, seqs)
+
+
+def test_hand_built_answer_frames_are_the_generated_message_bytes():
+    """The broker frames its answers with the same encoder (protos/frames.py)."""
+    receipts = broker_pb2.ProducerResponse(
+        receipts=broker_pb2.SendReceipts(sequence_ids=[5, 6], ledger_ids=[3, 3], entry_ids=[0, 1])
+    )
+    refusal = broker_pb2.ProducerResponse(
+        error=common_pb2.Error(code=common_pb2.TOO_MANY_REQUESTS, message="no")
+    )
+    frames = [
+        broker_pb2.ProducerResponseFrame(id=1, response=receipts),
+        broker_pb2.ProducerResponseFrame(id=2**40, response=refusal, end=True),
+        broker_pb2.ProducerResponseFrame(id=300, end=True),
+    ]
+    expected = broker_pb2.ProducerResponseFrames(frames=frames).SerializeToString()
+    got = b"".join(
+        [
+            encode_frame(1, receipts.SerializeToString()),
+            encode_frame(2**40, refusal.SerializeToString(), end=True),
+            encode_frame(300, None, end=True),
+        ]
+    )
+    assert got == expected
