@@ -278,6 +278,12 @@ class BrokerSettings:
         "Namespaces whose bundle boundaries, policies (read by topic loads, while the policy "
         "watch runs) and topic count (for max_topics_per_namespace) a broker keeps in memory.",
     )
+    max_concurrent_topic_closes: int = setting(
+        64,
+        "Topics a broker closes at once when it releases a bundle or shuts down (each close "
+        "writes its ledger's end and its ledger list to the metastore, so a bundle of a "
+        "thousand idle topics closed one by one stayed unavailable for seconds).",
+    )
     max_num_partitions_per_partitioned_topic: int = setting(
         1000, "Most partitions a partitioned topic may be created with."
     )
@@ -499,6 +505,11 @@ class BrokerSettings:
             strategy_of(self.schema_compatibility_strategy)
         except InvalidArgumentError as exc:
             raise SettingsError(f"schema_compatibility_strategy: {exc.message}") from None
+        if self.max_concurrent_topic_closes < 1:
+            raise SettingsError(
+                f"max_concurrent_topic_closes is {self.max_concurrent_topic_closes}; "
+                "it must be at least 1"
+            )
         # One delivery holds a read's bytes and may pass them by one entry; the
         # framing of its entries gets the last MiB of gRPC's message limit.
         delivery = self.dispatcher_max_read_size_bytes + self.max_message_size

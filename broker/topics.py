@@ -248,18 +248,23 @@ class TopicRegistry:
     # ---------------------------------------------------------------- closing
 
     async def _close(self, topics: list[TopicBase]) -> None:
-        """Stop serving these topics (no longer found, then closed)."""
+        """Stop serving these topics (no longer found, then closed,
+        ``max_concurrent_topic_closes`` at a time)."""
         for topic in topics:
             if self.topics.get(topic.name.full_name) is topic:
                 del self.topics[topic.name.full_name]
             self.compaction.topic_closed(topic.name)
-        for topic in topics:
-            try:
-                await topic.close()
-            except Exception:
-                log.exception("closing %s", topic.name)
-            finally:
-                self.metrics.topic_closed(topic.name, set(topic.subscriptions))
+        step = self.settings.max_concurrent_topic_closes
+        for i in range(0, len(topics), step):
+            await asyncio.gather(*(self._close_one(topic) for topic in topics[i : i + step]))
+
+    async def _close_one(self, topic: TopicBase) -> None:
+        try:
+            await topic.close()
+        except Exception:
+            log.exception("closing %s", topic.name)
+        finally:
+            self.metrics.topic_closed(topic.name, set(topic.subscriptions))
 
     async def delete_topic(self, topic: TopicBase, force: bool) -> None:
         """Delete a topic served here: refused while producers or consumers

@@ -94,6 +94,30 @@ def test_a_topic_made_again_after_a_delete_is_fresh(cluster):
         assert admin.topics.stats(topic)["subscriptions"] == {}
 
 
+def test_an_unload_closes_every_topic_of_a_big_bundle(cluster):
+    """An unload closes its topics max_concurrent_topic_closes (64) at a
+    time: every one of 150 is closed with its ledger's end recorded (its
+    backlog counts what was sent before), and its producer sends again
+    once the topic is reloaded."""
+    n = 150
+    with (
+        Admin(cluster.service_url) as admin,
+        own_namespace(admin, "big") as ns,
+        Client(cluster.service_url) as c,
+    ):
+        topics = [f"persistent://{ns}/t{i}" for i in range(n)]
+        producers = [c.create_producer(t) for t in topics]
+        for t in topics:
+            admin.topics.create_subscription(t, "s")
+        for p in producers:
+            p.send(b"before")
+        admin.namespaces.unload(ns)
+        for p in producers:
+            p.send(b"after")
+        backlogs = [admin.topics.stats(t)["subscriptions"]["s"]["msgBacklog"] for t in topics]
+        assert backlogs == [2] * n
+
+
 def test_near_its_limit_a_namespace_counts_the_topics_other_brokers_made(cluster):
     with (
         Admin(cluster.service_url) as admin,

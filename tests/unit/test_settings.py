@@ -59,6 +59,18 @@ def test_read_sizes_past_a_grpc_message_are_refused(cls, section, values, refuse
 
 
 @pytest.mark.parametrize(
+    ("value", "refused"), [(1, None), (64, None), (0, "at least 1"), (-3, "at least 1")]
+)
+def test_concurrent_topic_closes_take_at_least_one(value, refused):
+    overrides = {"max_concurrent_topic_closes": value}
+    if refused is None:
+        load_settings(BrokerSettings, "broker", overrides=overrides, environ={})
+        return
+    with pytest.raises(SettingsError, match=refused):
+        load_settings(BrokerSettings, "broker", overrides=overrides, environ={})
+
+
+@pytest.mark.parametrize(
     ("cls", "section"),
     [(MetastoreSettings, "metastore"), (BookieSettings, "bookie"), (BrokerSettings, "broker")],
 )
