@@ -24,10 +24,11 @@ from client._consumer_stream import ConsumerStream
 from client._producer import ProducerEngine
 from client._producer_options import ProducerOptions
 from client.enums import InitialPosition
-from client.message import Message
+from client.message import Message, settle
 
 if TYPE_CHECKING:
     from client._connection import Resolver
+    from protos.message_id import MessageId
 
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -122,16 +123,10 @@ class DeadLetterPublisher:
         for m in messages:
             fut: asyncio.Future = self.loop.create_future()
 
-            def done(exc: BaseException | None, mid: object, fut: asyncio.Future = fut) -> None:
-                def settle() -> None:
-                    if fut.done():
-                        return
-                    if exc is not None:
-                        fut.set_exception(exc)
-                    else:
-                        fut.set_result(mid)
-
-                self.loop.call_soon_threadsafe(settle)
+            def done(
+                exc: BaseException | None, mid: MessageId | None, fut: asyncio.Future = fut
+            ) -> None:
+                self.loop.call_soon_threadsafe(settle, fut, exc, mid)
 
             props = dict(m.properties())
             props.setdefault(REAL_TOPIC, m.topic_name())
