@@ -254,9 +254,14 @@ class TopicRegistry:
             if self.topics.get(topic.name.full_name) is topic:
                 del self.topics[topic.name.full_name]
             self.compaction.topic_closed(topic.name)
-        step = self.settings.max_concurrent_topic_closes
-        for i in range(0, len(topics), step):
-            await asyncio.gather(*(self._close_one(topic) for topic in topics[i : i + step]))
+        pending = iter(topics)  # shared: each worker takes the next topic as it is free
+
+        async def worker() -> None:
+            for topic in pending:
+                await self._close_one(topic)
+
+        workers = min(self.settings.max_concurrent_topic_closes, len(topics))
+        await asyncio.gather(*(worker() for _ in range(workers)))
 
     async def _close_one(self, topic: TopicBase) -> None:
         try:

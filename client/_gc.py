@@ -1,5 +1,5 @@
 """The SDK's tuning of the process it runs in (docs/sdk.md, "Garbage
-collection and memory allocation").
+collection" and "Memory allocation").
 
 A producer allocates a few GC-tracked objects per message (its pending
 message, callbacks, futures and message ids), so with CPython's default
@@ -12,8 +12,10 @@ raises the young one to ``YOUNG_THRESHOLD`` (what Magnetar's servers use);
 The messages a producer sends travel in buffers of up to megabytes, which
 glibc by default maps afresh for each and unmaps when freed, so every byte
 sent lands on pages the kernel must fault in and zero. The first ``Client``
-makes glibc keep freed buffers for reuse instead, up to
-``SDK_TRIM_THRESHOLD_MB`` free MiB per malloc arena (``protos.malloc``),
+makes glibc keep freed buffers for reuse instead (mmap threshold 32 MiB,
+16 MiB of padding per heap growth), up to ``SDK_TRIM_THRESHOLD_MB`` free
+MiB per malloc arena (``protos.malloc``; the arenas are not capped, as the
+servers cap theirs: that is the application's choice),
 unless the application set glibc's own ``MALLOC_*`` variables;
 ``MAGNETAR_SDK_MALLOC=0`` leaves malloc alone.
 """

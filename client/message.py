@@ -286,7 +286,7 @@ def settle_stored(messages: list[PendingMessage], ids: list[MessageId]) -> None:
                 cb.set_result(mid)
             continue
         try:
-            cb(None, mid)  # type: ignore[operator]
+            settle(cb, None, mid)  # a function (or a loop's own Future subclass)
         except Exception:
             log.exception("send callback failed")
 

@@ -39,13 +39,11 @@ def tune_malloc(trim_threshold_mb: int, arenas: int = 0) -> bool:
     if not params:
         return True
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        # The C library this process already runs on (no ldconfig subprocess,
+        # which ctypes.util.find_library would start: the SDK calls this).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     ok = True

@@ -72,3 +72,19 @@ def test_a_function_gets_the_outcome_and_its_exception_stops_no_other():
     error = Timeout("no receipt")
     settle_failed([_pending(broken), _pending(record)], error)
     assert got == [(error, None)]
+
+
+def test_a_loops_own_future_subclass_is_settled_too():
+    """A loop whose create_future() makes a Future subclass: the engine's
+    inline path takes only the base class, settle() the rest."""
+
+    class LoopFuture(asyncio.Future):
+        pass
+
+    async def run():
+        fut = LoopFuture()
+        [mid] = entry_ids(-1, 1, 2, 1)
+        settle_stored([_pending(fut)], [mid])
+        assert fut.result() is mid
+
+    asyncio.run(run())
