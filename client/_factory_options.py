@@ -187,7 +187,7 @@ _AS_IS = frozenset({"partition_key", "sequence_id", "event_timestamp"})
 
 def send_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``send``'s keyword arguments, checked, in the engine's terms."""
-    if not kwargs or kwargs.keys() <= _AS_IS:  # this runs once per message
+    if kwargs.keys() <= _AS_IS:  # this runs once per message
         return kwargs
     out = check_options("send", kwargs)
     if out.get("properties") is not None:

@@ -22,19 +22,16 @@ import grpc
 from client.exceptions import AlreadyClosed
 from protos import broker_pb2
 from protos.add_request import varint
-from protos.frames import BODY_TAG, FRAMES_TAG, ID_TAG
 from protos.frames import encode_frame as encode_frame
+from protos.frames import frame_parts
+from protos.wire import packed, tag
 
 log = logging.getLogger(__name__)
 
-_LENGTH_DELIMITED = 2
-_SEND_TAG = bytes(
-    [(broker_pb2.ProducerRequest.DESCRIPTOR.fields_by_name["send"].number << 3) | _LENGTH_DELIMITED]
+_SEND_TAG = tag(broker_pb2.ProducerRequest, "send")
+_SEQUENCE_IDS_TAG, _NUM_MESSAGES_TAG, _ENTRY_TAG = (
+    tag(broker_pb2.SendEntries, f) for f in ("sequence_ids", "num_messages", "entries")
 )
-_SEND = broker_pb2.SendEntries.DESCRIPTOR.fields_by_name
-_SEQUENCE_IDS_TAG = bytes([(_SEND["sequence_ids"].number << 3) | _LENGTH_DELIMITED])
-_NUM_MESSAGES_TAG = bytes([(_SEND["num_messages"].number << 3) | _LENGTH_DELIMITED])
-_ENTRY_TAG = bytes([(_SEND["entries"].number << 3) | _LENGTH_DELIMITED])
 METHOD = "/magnetar.Broker/ProduceMany"
 MESSAGE_BYTES = 4 << 20  # frames per gRPC message (the limit is 16 MiB)
 
@@ -46,21 +43,15 @@ def encode_send_frame(
     entries (counts ≥ 1), written in one join so each entry is copied once.
     (Appending the entries to the protobuf message and serialising it copied
     each one three times: ~3 µs per KiB sent, more than the rest of a send.)"""
-    parts: list[bytes] = []
-    for tag, values in ((_SEQUENCE_IDS_TAG, sequence_ids), (_NUM_MESSAGES_TAG, num_messages)):
-        if values:  # packed, and left out when empty
-            packed = b"".join([varint(v) for v in values])
-            parts += (tag, varint(len(packed)), packed)
-    size = sum(len(p) for p in parts)
+    parts = packed(_SEQUENCE_IDS_TAG, sequence_ids) + packed(_NUM_MESSAGES_TAG, num_messages)
+    size = sum(map(len, parts))
     for entry in entries:
         length = varint(len(entry))
         parts += (_ENTRY_TAG, length, entry)
         size += 1 + len(length) + len(entry)
     send_size = varint(size)
-    request_size = 1 + len(send_size) + size
-    head = [ID_TAG, varint(stream_id), BODY_TAG, varint(request_size), _SEND_TAG, send_size]
-    body_size = sum(len(p) for p in head[:4]) + request_size
-    return b"".join([FRAMES_TAG, varint(body_size), *head, *parts])
+    request = [_SEND_TAG, send_size, *parts]
+    return b"".join(frame_parts(stream_id, request, 1 + len(send_size) + size))
 
 
 class ProduceMux:

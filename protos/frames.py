@@ -13,35 +13,37 @@ from __future__ import annotations
 
 from protos import broker_pb2
 from protos.add_request import varint
+from protos.wire import VARINT, tag
 
-_LENGTH_DELIMITED, _VARINT = 2, 0
-_FRAME = broker_pb2.ProducerRequestFrame.DESCRIPTOR.fields_by_name
-_ANSWER = broker_pb2.ProducerResponseFrame.DESCRIPTOR.fields_by_name
-assert [_FRAME[f].number for f in ("id", "request", "end")] == [
-    _ANSWER[f].number for f in ("id", "response", "end")
+_REQUEST, _ANSWER = broker_pb2.ProducerRequestFrame, broker_pb2.ProducerResponseFrame
+assert [tag(_REQUEST, f, VARINT) for f in ("id", "request", "end")] == [
+    tag(_ANSWER, f, VARINT) for f in ("id", "response", "end")
 ]
-assert (
-    broker_pb2.ProducerRequestFrames.DESCRIPTOR.fields_by_name["frames"].number
-    == broker_pb2.ProducerResponseFrames.DESCRIPTOR.fields_by_name["frames"].number
+assert tag(broker_pb2.ProducerRequestFrames, "frames") == tag(
+    broker_pb2.ProducerResponseFrames, "frames"
 )
-ID_TAG = bytes([(_FRAME["id"].number << 3) | _VARINT])
-BODY_TAG = bytes([(_FRAME["request"].number << 3) | _LENGTH_DELIMITED])
-END = bytes([(_FRAME["end"].number << 3) | _VARINT, 1])
-FRAMES_TAG = bytes(
-    [
-        (broker_pb2.ProducerRequestFrames.DESCRIPTOR.fields_by_name["frames"].number << 3)
-        | _LENGTH_DELIMITED
-    ]
-)
+ID_TAG = tag(_REQUEST, "id", VARINT)
+BODY_TAG = tag(_REQUEST, "request")
+END = tag(_REQUEST, "end", VARINT) + b"\x01"
+FRAMES_TAG = tag(broker_pb2.ProducerRequestFrames, "frames")
 
 
 def encode_frame(stream_id: int, body: bytes | None, end: bool = False) -> bytes:
     """One frame as an element of the frames message: ``body`` is the
     serialised request (or response) it carries, if any."""
-    parts = [ID_TAG, varint(stream_id)]
+    if body is None:
+        return b"".join(frame_parts(stream_id, None, 0, end))
+    return b"".join(frame_parts(stream_id, [body], len(body), end))
+
+
+def frame_parts(
+    stream_id: int, body: list[bytes] | None, body_size: int, end: bool = False
+) -> list[bytes]:
+    """``encode_frame``'s pieces around a body given as pieces of
+    ``body_size`` bytes in all, for the caller to join once."""
+    head = [ID_TAG, varint(stream_id)]
     if body is not None:
-        parts += (BODY_TAG, varint(len(body)), body)
-    if end:
-        parts.append(END)
-    inner = b"".join(parts)
-    return b"".join((FRAMES_TAG, varint(len(inner)), inner))
+        head += (BODY_TAG, varint(body_size))
+    tail = [END] if end else []
+    size = sum(map(len, head)) + (body_size if body is not None else 0) + sum(map(len, tail))
+    return [FRAMES_TAG, varint(size), *head, *(body or ()), *tail]
