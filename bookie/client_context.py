@@ -34,6 +34,10 @@ class LedgerClientSettings:
     # single entry goes alone); gRPC messages are bounded at 16 MiB.
     max_add_request_bytes: int = 4 << 20
     rng: random.Random = field(default_factory=random.Random)
+    # New ledger ids reserved per metastore increment (bookie.ledger_ids).
+    ledger_id_block: int = 1
+    # How long the list of registered bookies serves new ledgers (bookie.bookie_list).
+    bookie_list_max_age_s: float = 0.0
     # The token every call to a bookie carries (broker_client_auth_params).
     token: TokenSupplier | None = None
     # broker_client_tls_enabled: bookies are called at their TLS ports.

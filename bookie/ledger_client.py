@@ -30,7 +30,9 @@ import grpc
 
 from bookie import ensemble_placement
 from bookie.bookie_connection import BookieConnection
+from bookie.bookie_list import BookieList, Registration
 from bookie.client_context import LedgerClientSettings
+from bookie.ledger_ids import LedgerIds
 from bookie.ledger_metadata import (
     CLOSED,
     IN_RECOVERY,
@@ -81,6 +83,8 @@ class LedgerClient:
         self.settings = settings or LedgerClientSettings()
         self._connections: dict[str, BookieConnection] = {}
         self._addresses: dict[str, str] = {}
+        self.ledger_ids = LedgerIds(metastore, self.settings.ledger_id_block)
+        self.bookie_list = BookieList(metastore, self.settings.bookie_list_max_age_s)
 
     def connection(self, bookie_id: str) -> BookieConnection:
         address = self._addresses[bookie_id]
@@ -124,17 +128,15 @@ class LedgerClient:
             if stat is not None:
                 self._learn(bookie_id, json.loads(stat.value))
 
-    async def _registered(self) -> list[tuple[str, dict]]:
-        """Every registered bookie and its registration, in one metastore read."""
-        prefix = metadata_paths.bookie_available("")
-        records, _ = await self.metastore.list_prefix(prefix)
-        found = [(r.key.removeprefix(prefix), json.loads(r.value)) for r in records]
-        return [(bookie_id, info) for bookie_id, info in found if "/" not in bookie_id]
+    async def writable_bookies(self, fresh: bool = True) -> list[str]:
+        """Bookies a new ensemble may use; ``fresh=False`` may answer from a
+        list read up to ``bookie_list_max_age_s`` ago (:mod:`bookie.bookie_list`)."""
+        return self._writable(await self.bookie_list.registered(fresh))
 
-    async def writable_bookies(self) -> list[str]:
+    def _writable(self, registered: list[Registration]) -> list[str]:
         return [
             bookie_id
-            for bookie_id, info in await self._registered()
+            for bookie_id, info in registered
             if not info.get("read_only") and self._learn(bookie_id, info)
         ]
 
@@ -142,7 +144,7 @@ class LedgerClient:
         """Disk and store figures of every available bookie (read-only ones
         too) that answers; one that does not is left out."""
         out = {}
-        for bookie_id, info in await self._registered():
+        for bookie_id, info in await self.bookie_list.registered():
             if not self._learn(bookie_id, info):
                 continue
             try:
@@ -163,21 +165,24 @@ class LedgerClient:
     async def create_ledger(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b""
     ) -> LedgerWriter:
-        md = await self._new_metadata(ensemble_size, write_quorum, ack_quorum, password)
+        md = await self._new_metadata(ensemble_size, write_quorum, ack_quorum, password, -1)
         md.version = await self.metastore.put(
             metadata_paths.ledger(md.ledger_id), md.to_json(), expected_version=-1
         )
         return LedgerWriter(self, md)
 
     async def create_ledger_listed(
-        self, quorums: tuple[int, int, int], listing: Callable[[int], tuple[Compare, Op]]
+        self,
+        quorums: tuple[int, int, int],
+        listing: Callable[[int], tuple[Compare, Op]],
+        after: int = -1,
     ) -> LedgerWriter | None:
         """A new ledger whose metadata is written in one metastore
         transaction with the record that lists it: ``listing(ledger_id)``
         gives that record's write and the condition it needs, evaluated just
         before the transaction goes out. None (nothing written) when the
-        condition does not hold."""
-        md = await self._new_metadata(*quorums, b"")
+        condition does not hold. Its id is above ``after`` (the list's highest)."""
+        md = await self._new_metadata(*quorums, b"", after)
         key = metadata_paths.ledger(md.ledger_id)
         unchanged, record = listing(md.ledger_id)
         created, _ = await self.metastore.txn(
@@ -189,15 +194,21 @@ class LedgerClient:
         return LedgerWriter(self, md)
 
     async def _new_metadata(
-        self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        password: bytes,
+        after: int,
     ) -> LedgerMetadata:
-        """A new ledger's id and ensemble (not stored yet)."""
+        """A new ledger's id (above ``after``) and ensemble (not stored yet)."""
         check_quorums(ensemble_size, write_quorum, ack_quorum)
-        ensemble = ensemble_placement.new_ensemble(
-            await self.writable_bookies(), ensemble_size, self.settings.rng
-        )
+        writable = await self.writable_bookies(fresh=False)
+        if len(writable) < ensemble_size:  # a list kept for a while may miss a new bookie
+            writable = await self.writable_bookies()
+        ensemble = ensemble_placement.new_ensemble(writable, ensemble_size, self.settings.rng)
         return LedgerMetadata(
-            ledger_id=await self.metastore.increment(metadata_paths.LEDGER_ID_COUNTER),
+            ledger_id=await self.ledger_ids.take(after),
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,

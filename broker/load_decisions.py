@@ -16,7 +16,11 @@ Theory of operation (Pulsar's modular load manager, simplified):
   moved again.
 * Splitting: a bundle over any threshold (topics, sessions, msg rate,
   bandwidth) is split in halves, while the namespace stays within its
-  maximum number of bundles.
+  maximum number of bundles. The halves stay with the broker that split
+  them, topics loaded; they are unloaded at once (so they can be placed
+  anywhere) only when that is enabled and some other broker reports load:
+  with a single broker, unloading would close every topic of the bundle
+  just to load it again where it was.
 """
 
 from __future__ import annotations
@@ -230,3 +234,9 @@ def split_candidates(
             out.append(name)
             counts[ns] = counts.get(ns, 0) + 1
     return out
+
+
+def unload_split_halves(enabled: bool, brokers: int) -> bool:
+    """Whether an automatic split unloads its halves at once: only when
+    enabled and ``brokers`` (those reporting load) leave somewhere else to go."""
+    return enabled and brokers > 1

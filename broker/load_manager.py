@@ -17,7 +17,8 @@ bundles at lookup time (``ownership.py``), and every
   ``/loadbalance/bundle-data/{tenant}/{ns}/{bundle}``, so a new leader honours
   the grace period too;
 * asks :func:`broker.load_decisions.split_candidates` which bundles are over
-  a split threshold; their owners split them (and unload the halves).
+  a split threshold; their owners split them (and unload the halves when
+  another broker could take them: :func:`broker.load_decisions.unload_split_halves`).
 
 Reports carry fractions (CPU of this process over all cores, resident memory
 over the host's, message bytes over the NIC speed setting) and the load of
@@ -45,6 +46,7 @@ from broker.load_decisions import (
     bundle_load_to_json,
     shed,
     split_candidates,
+    unload_split_halves,
 )
 from broker.ownership import Ownership, resource_weights
 from broker.peer_brokers import PeerBrokers
@@ -277,10 +279,13 @@ class LoadManager:
         counts: dict[str, int] = {}
         for ns in set(namespace_of.values()):
             counts[ns] = len((await self.ownership.bundles_of(ns, fresh=True)).bundles)
+        unload = unload_split_halves(
+            self.settings.load_balancer_auto_unload_split_bundles_enabled, len(brokers)
+        )
         for bundle in split_candidates(loads, namespace_of, counts, self.thresholds):
             self.topics.metrics.bundles_split += 1
             log.info("load manager: splitting %s on %s (over a threshold)", bundle, owners[bundle])
-            await self._ask(owners[bundle], bundle, split=True)
+            await self._ask(owners[bundle], bundle, split=True, unload_halves=unload)
 
     async def _moved_at(self) -> dict[str, float]:
         records, _ = await self.metastore.list_prefix(metadata_paths.BUNDLE_DATA)
@@ -298,10 +303,10 @@ class LoadManager:
         body = json.dumps({"lastMovedMs": int(time.time() * 1000)}).encode()
         await self.metastore.put(metadata_paths.bundle_data(bundle), body)
 
-    async def _ask(self, owner: str, bundle: str, split: bool) -> None:
-        """Have ``owner`` unload or split ``bundle`` (``tenant/ns/0x.._0x..``)."""
+    async def _ask(self, owner: str, bundle: str, split: bool, unload_halves: bool = False) -> None:
+        """Have ``owner`` unload or split ``bundle`` (``tenant/ns/0x.._0x..``;
+        ``unload_halves``: a split's)."""
         ns, _, name = bundle.rpartition("/")
-        unload_halves = self.settings.load_balancer_auto_unload_split_bundles_enabled
         try:
             if owner != self.address:
                 if split:

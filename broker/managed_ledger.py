@@ -283,11 +283,8 @@ class ManagedLedger:
         if self.fenced_by_other:
             return
         self.fenced_by_other = True
-        log.warning(
-            "%s: ledger %d was fenced by another broker; not writing any more",
-            self.topic,
-            writer.ledger_id,
-        )
+        msg = "%s: ledger %d was fenced by another broker; not writing any more"
+        log.warning(msg, self.topic, writer.ledger_id)
         if self.writer is writer:
             self.writer = None
         self._room.set()
@@ -462,8 +459,8 @@ class ManagedLedger:
         return [c.state.mark_delete_position for c in self.cursors if c.durable]
 
     async def _new_ledger(self, closing: int | None = None) -> LedgerWriter:
-        """A new ledger after the listed ones (``closing``: the one it
-        follows), made in one metastore transaction with the list, holding
+        """A new ledger after (id above) the listed ones (``closing``: the one
+        it follows), made in one metastore transaction with the list, holding
         only while the list is at the version this broker knows: after a trim
         of this broker's, again; else another broker owns the topic."""
         for _ in range(NEW_LEDGER_ATTEMPTS):
@@ -475,7 +472,8 @@ class ManagedLedger:
                 body = self._encode_list(sent[-1][1], closed)
                 return Compare(self.key, version=self._version), Op(self.key, body)
 
-            writer = await self.ledger_client.create_ledger_listed(self.quorums, listing)
+            after = max(self.ledger_ids, default=-1)
+            writer = await self.ledger_client.create_ledger_listed(self.quorums, listing, after)
             compared, listed = sent[-1]
             if writer is not None:
                 self._version = compared + 1  # a record's version goes up by one per write

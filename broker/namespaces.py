@@ -415,16 +415,16 @@ class Namespaces:
         if name.is_partition or not name.is_persistent or name.is_system:
             return await self.partitions_of(name)
         # The records are independent: read at once (one round trip).
-        n, found, exists, topic = await asyncio.gather(
-            self.partitions_of(name),
-            self.read(name.namespace_name, cached=True),
-            self.managed_ledger_exists(name),
-            self.topic_policies(name),
+        n, found = await asyncio.gather(
+            self.partitions_of(name), self.read(name.namespace_name, cached=True)
         )
-        if n or found is None or exists:
+        if n or found is None:
             return n
-        auto = self.applied_with(name, found[0], topic).auto_topic_creation
-        if not (auto.allow and auto.partitioned):
+        # autoTopicCreationOverride is a namespace policy (no topic overrides
+        # it): only a namespace that creates partitioned topics needs to know
+        # whether the topic exists unpartitioned.
+        auto = self.applied_with(name, found[0], None).auto_topic_creation
+        if not (auto.allow and auto.partitioned) or await self.managed_ledger_exists(name):
             return 0
         try:
             await self.create_partitioned_topic(name, auto.default_partitions, False)

@@ -173,8 +173,12 @@ class ProducerStream:
         mode = mode_of(ProducerAccessMode, create.access_mode, "producer access mode")
         metadata = client_metadata(create.properties, self.settings.max_client_properties_bytes)
         schema = from_data(create.schema) if create.HasField("schema") else None
-        topic = await self.topics.get_topic(name)
-        version = await self.topics.schemas.admit_producer(name, schema, topic.policies)
+        # The schema history is read while the topic loads (a new topic's
+        # other reads and its first ledger take a few metastore round trips).
+        topic, history = await asyncio.gather(
+            self.topics.get_topic(name), self.topics.schemas.history(name)
+        )
+        version = await self.topics.schemas.admit_producer(name, schema, topic.policies, history)
         producer = await topic.add_producer(create.producer_name, self.broker_name, mode)
         producer.metadata = metadata
         producer.schema_version = version

@@ -95,10 +95,15 @@ class SchemaRegistry:
         return version, info
 
     async def admit_producer(
-        self, topic: TopicName, info: SchemaInfo | None, policies: AppliedPolicies
+        self,
+        topic: TopicName,
+        info: SchemaInfo | None,
+        policies: AppliedPolicies,
+        history: History | None = None,
     ) -> int | None:
         """The schema version of a new producer (None: none); registers a
-        new version when that is what the topic's policies allow."""
+        new version when that is what the topic's policies allow. ``history``:
+        the topic's, if the caller read it (while loading the topic)."""
         return await self._admit(
             topic,
             info,
@@ -109,6 +114,7 @@ class SchemaRegistry:
                 policies.is_allow_auto_update_schema,
                 policies.schema_validation_enforced,
             ),
+            history,
         )
 
     async def admit_consumer(
@@ -145,9 +151,12 @@ class SchemaRegistry:
                 return len(history)
         raise self._gave_up(topic)
 
-    async def _admit(self, topic: TopicName, info: SchemaInfo | None, decide: Any) -> int | None:
+    async def _admit(
+        self, topic: TopicName, info: SchemaInfo | None, decide: Any, read: History | None = None
+    ) -> int | None:
         for _ in range(SCHEMA_REGISTER_ATTEMPTS):
-            history: History = await self.history(topic)
+            history: History = read if read is not None else await self.history(topic)
+            read = None  # a retry follows a write another broker made: read again
             decision: Admission = decide(history)
             if decision.refused:
                 raise incompatible(f"{topic}: {decision.refusal}")

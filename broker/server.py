@@ -80,7 +80,13 @@ def build_core(settings: BrokerSettings, listeners: Listeners) -> Core:
     metastore = MetastoreClient(settings.metastore, token=token, tls=tls)
     ledgers = LedgerClient(
         metastore,
-        LedgerClientSettings(timeout_s=settings.bookie_timeout_ms / 1000, token=token, tls=tls),
+        LedgerClientSettings(
+            timeout_s=settings.bookie_timeout_ms / 1000,
+            token=token,
+            tls=tls,
+            ledger_id_block=settings.ledger_id_block_size,
+            bookie_list_max_age_s=settings.bookie_list_max_age_ms / 1000,
+        ),
     )
     namespaces = Namespaces(metastore, settings)
     ownership = Ownership(metastore, namespaces, address, settings)

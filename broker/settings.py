@@ -251,7 +251,10 @@ class BrokerSettings:
         True, "The leader splits bundles over any of the thresholds below into halves."
     )
     load_balancer_auto_unload_split_bundles_enabled: bool = setting(
-        True, "Unload the halves of an automatic split at once, so they can land elsewhere."
+        True,
+        "Unload the halves of an automatic split at once, so they can land elsewhere; only "
+        "while another broker reports load (with one broker the halves stay loaded where "
+        "they are: unloading them would only make their topics unavailable for a while).",
     )
     load_balancer_namespace_bundle_max_topics: int = setting(
         1000, "Split a bundle serving more topics than this."
@@ -467,6 +470,20 @@ class BrokerSettings:
     inactive_topic_check_interval_s: float = setting(
         60.0, "How often the broker looks for inactive topics to delete."
     )
+    ledger_id_block_size: int = setting(
+        64,
+        "New ledger ids the broker reserves with one metastore write (the counter is "
+        "replicated and fsynced, the most expensive step of creating a topic). A topic's "
+        "ledger ids still grow: a reserved id below its last ledger's is skipped. Ids "
+        "reserved and not used when the broker stops are never used. 1 = one write per ledger.",
+    )
+    bookie_list_max_age_ms: int = setting(
+        1000,
+        "How long the list of registered bookies read for a new ledger's ensemble serves "
+        "later new ledgers. A bookie gone in that time may be chosen: its first add fails and "
+        "it is replaced from a list read afresh (as every ensemble change reads it). "
+        "0 = read it for every new ledger.",
+    )
     bookie_timeout_ms: int = setting(
         10000,
         "Add and read timeout towards bookies: a bookie that does not answer an add this "
@@ -506,6 +523,14 @@ class BrokerSettings:
             strategy_of(self.schema_compatibility_strategy)
         except InvalidArgumentError as exc:
             raise SettingsError(f"schema_compatibility_strategy: {exc.message}") from None
+        if self.ledger_id_block_size < 1:
+            raise SettingsError(
+                f"ledger_id_block_size is {self.ledger_id_block_size}; it must be at least 1"
+            )
+        if self.bookie_list_max_age_ms < 0:
+            raise SettingsError(
+                f"bookie_list_max_age_ms is {self.bookie_list_max_age_ms}; it must be at least 0"
+            )
         if self.max_concurrent_topic_closes < 1:
             raise SettingsError(
                 f"max_concurrent_topic_closes is {self.max_concurrent_topic_closes}; "

@@ -1,5 +1,6 @@
-"""The load manager on real processes: automatic bundle splits and load
-shedding with thresholds set low, lookups of unowned bundles placed by the
+"""The load manager on real processes: automatic bundle splits (halves
+unloaded only when another broker could take them) and load shedding with
+thresholds set low, lookups of unowned bundles placed by the
 leader, and an old owner that lost its bundle while paused (cut off from
 the metastore) being fenced by storage, never acknowledging a write the new
 owner does not see."""
@@ -140,6 +141,26 @@ def test_a_bundle_over_the_topic_threshold_is_split_and_its_halves_move(make_clu
     # Split until every bundle is within the threshold (two topics).
     wait_for(lambda: most_topics_in_one_bundle() <= 2, 30, "the bundles to be within limits")
     _finish(traffics)
+
+
+def test_a_lone_broker_keeps_the_topics_of_the_halves_it_split_loaded(make_cluster):
+    _, urls = make_cluster(
+        ["load_balancer_shedding_enabled=false", "load_balancer_namespace_bundle_max_topics=2"],
+        1,
+    )
+    topics = topics_in_one_bundle("lone", 3)
+    parent = NamespaceBundles.equal(4).bundle_for_topic(topics[0]).name
+    traffics = [Traffic(urls[0], t) for t in topics]
+    for traffic in traffics:
+        sends_go_on(traffic)
+    wait_for(lambda: parent not in _bundles(urls[0]), 30, "the crowded bundle to be split")
+    for traffic in traffics:
+        sends_go_on(traffic)
+    _finish(traffics)
+    # Never unloaded, so never reopened: every send went to the ledger its
+    # topic opened first (a reload writes a new one).
+    for traffic in traffics:
+        assert len({ledger for ledger, _ in traffic.positions}) == 1, traffic.positions[-3:]
 
 
 def test_an_overloaded_broker_sheds_bundles_once_within_the_grace_period(make_cluster):

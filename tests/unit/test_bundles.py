@@ -21,6 +21,7 @@ from broker.load_decisions import (
     place,
     shed,
     split_candidates,
+    unload_split_halves,
 )
 from protos.hashing import topic_crc32
 
@@ -138,6 +139,23 @@ def test_split_candidates_over_any_threshold_within_the_namespace_limit():
     picked = split_candidates(loads, ns, {"a/x": 2, "a/full": 5}, limits)
     assert picked[0] == "r" and set(picked) == {"t", "s", "r"}  # w would make a/x 6 > 5
     assert "full" not in picked and "ok" not in picked
+
+
+@pytest.mark.parametrize(
+    ("enabled", "brokers", "unload"),
+    [
+        (True, 2, True),  # another broker may take a half
+        (True, 5, True),
+        (True, 1, False),  # alone: unloading only makes the topics unavailable
+        (True, 0, False),  # no report read yet
+        (False, 3, False),  # load_balancer_auto_unload_split_bundles_enabled=false
+        (False, 1, False),
+    ],
+)
+def test_split_halves_are_unloaded_only_when_another_broker_could_take_them(
+    enabled, brokers, unload
+):
+    assert unload_split_halves(enabled, brokers) is unload
 
 
 def test_usage_is_the_largest_weighted_resource():
