@@ -15,6 +15,16 @@ between. A failing watch is opened again after a bounded backoff. While the
 watch runs, the namespace records topic loads read are kept in memory
 (:mod:`broker.policy_cache`): its events drop the changed ones.
 
+A namespace record also holds the namespace's bundle boundaries, which every
+bundle split rewrites. An event whose record differs from the namespace's
+previous event only in its boundaries (:func:`only_bundles_changed`) changes
+no policy and no grant: the loaded topics are left as they are (applying
+again re-reads every topic's overrides, one metastore read per loaded topic
+of the namespace: ten thousand for a split of a crowded namespace). The
+previous records are those of this watch's events (the watch's start applies
+everything), at most ``max_namespaces_cached`` of them; a namespace with none
+kept applies again.
+
 The same events keep authorization current: a changed namespace or tenant
 record is forgotten by the authorizer, and the producers and consumers of
 its topics are judged again (a revoked grant closes them).
@@ -23,9 +33,12 @@ its topics are judged again (a revoked grant closes them).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections import OrderedDict
 
 from broker.authorizer import BrokerAuthorizer
+from broker.namespaces import NamespacePolicies
 from broker.ownership import Ownership
 from broker.topics import TopicRegistry
 from metastore.client import MetastoreClient, WatchEvent
@@ -52,6 +65,9 @@ class PolicyWatch:
         self.ownership = ownership
         self.policy_cache = ownership.namespaces.policy_cache
         self.events = 0  # applied, for tests and logs
+        self.bundle_only_events = 0  # of them, changed only a namespace's bundles
+        self._records: OrderedDict[str, bytes] = OrderedDict()  # last event's, by namespace
+        self._max_records = ownership.namespaces.settings.max_namespaces_cached
 
     async def run_forever(self) -> None:
         delay = RETRY_S_MIN
@@ -59,6 +75,7 @@ class PolicyWatch:
             watch = self.metastore.watch(WATCH_PREFIX)
             try:
                 await watch.started()
+                self._records.clear()
                 self.policy_cache.start()
                 self.authorizer.forget()
                 await self.authorizer.recheck(self.topics.topics.values())
@@ -85,6 +102,10 @@ class PolicyWatch:
             # The cached boundaries carry the record's version, which
             # guards bundle acquisition against splits: read them again.
             self.ownership.forget_bundles(namespace)
+            if self._only_bundles(namespace, event):
+                self.bundle_only_events += 1
+                self.events += 1
+                return
             self.authorizer.forget(namespace=namespace)
             await self.authorizer.recheck(self.topics.topics.values(), namespace=namespace)
             if event.type == "DELETE":
@@ -104,3 +125,24 @@ class PolicyWatch:
             if name is not None:
                 await self.topics.reapply_policies(topic=name)
                 self.events += 1
+
+    def _only_bundles(self, namespace: str, event: WatchEvent) -> bool:
+        """Whether ``event`` changed only the namespace's bundles since its
+        last event (and remember its record for the next one)."""
+        before = self._records.pop(namespace, None)
+        if event.type == "DELETE":
+            return False
+        self._records[namespace] = event.value
+        while len(self._records) > self._max_records:
+            self._records.popitem(last=False)
+        return before is not None and only_bundles_changed(before, event.value)
+
+
+def only_bundles_changed(before: bytes, after: bytes) -> bool:
+    """Whether two namespace records differ in their bundle boundaries at
+    most (same policies, grants and clusters); False for one that does not decode."""
+    try:
+        old, new = NamespacePolicies.decode(before), NamespacePolicies.decode(after)
+    except Exception:  # not a record this broker reads: apply again, as for any change
+        return False
+    return dataclasses.replace(old, bundles=None) == dataclasses.replace(new, bundles=None)

@@ -29,7 +29,7 @@ from broker.managed_ledger import ManagedLedger, Stored
 from broker.meter import Meter
 from broker.metrics import TopicMetrics
 from broker.modes import ProducerAccessMode, SubscriptionType
-from broker.policies import AppliedPolicies, applied
+from broker.policies import AppliedPolicies, Policies, applied
 from broker.producer import Producer, PublishGate, unique_producer_ids
 from broker.publish_time import find_by_publish_time
 from broker.rate_limits import TopicRates
@@ -73,8 +73,10 @@ class TopicBase:
             settings.broker_deduplication_max_number_of_producers,
         )
         # What the topic applies (broker.policies); the registry sets it at
-        # load and again whenever a policy changes.
+        # load and again whenever a policy changes, with the topic-level
+        # overrides (and their record's version) it read last.
         self.policies: AppliedPolicies = applied(None, None, settings)
+        self.overrides: tuple[Policies, int] | None = None
         self.gate: PublishGate | None = None  # set for a persistent topic
         # Rates in force (broker.rate_limits), rebuilt when their policy changes.
         self.rates = TopicRates(self.persistent)

@@ -45,6 +45,9 @@ from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
+# A long pass applying policies lets the event loop run other work this often.
+REAPPLY_STRIDE = 100
+
 
 def rollover_policy(s: BrokerSettings) -> RolloverPolicy:
     return RolloverPolicy(
@@ -132,7 +135,9 @@ class TopicRegistry:
         if name.full_name in self._changed_while_loading:
             self._changed_while_loading.discard(name.full_name)
             try:
-                await topic.apply_policies(await self.namespaces.applied_to(name))
+                found = await self.namespaces.read(name.namespace_name)
+                if found is not None:
+                    await self._reapply(topic, found[0], fresh=True)
             except Exception:
                 log.exception("applying the policies of %s failed", name)
         return topic
@@ -176,6 +181,7 @@ class TopicRegistry:
         policies = self.namespaces.applied_with(name, found[0], overrides)
         if not name.is_persistent:
             plain = NonPersistentTopic(name, self.settings, self.metrics.topic(name))
+            plain.overrides = overrides
             await plain.apply_policies(policies)
             return plain
         if stored and record is None:
@@ -186,6 +192,7 @@ class TopicRegistry:
         try:
             await ledger.open(read=not stored, record=record)
             topic = Topic(name, ledger, self.settings, self.metastore, metrics)
+            topic.overrides = overrides
             ledger.on_fenced = lambda: self.topic_moved(topic, "another broker fenced its ledger")
             topic.gate = QuotaGuard(topic)
             cursors: list[str] = []
@@ -222,16 +229,20 @@ class TopicRegistry:
     ) -> None:
         """Policies changed (of ``namespace``, of ``topic`` and its
         partitions, or of anything when both are None): the loaded topics
-        they touch apply them again, without reloading."""
+        they touch apply them again, without reloading. A namespace's change
+        alone keeps each topic's overrides as it last read them (a change of
+        those comes as its own event): no metastore read per topic, and the
+        loop is let go every ``REAPPLY_STRIDE`` topics."""
 
         def touched(name: TopicName) -> bool:
             if namespace is not None and name.namespace_name != namespace:
                 return False
             return topic is None or name.partitioned_topic_name == topic
 
+        fresh = namespace is None or topic is not None  # else the overrides are current
         self._changed_while_loading.update(n for n in self._loading if touched(TopicName.parse(n)))
         namespaces: dict[str, NamespacePolicies | None] = {}  # each read once
-        for loaded in list(self.topics.values()):
+        for i, loaded in enumerate(list(self.topics.values())):
             name = loaded.name
             if not touched(name):
                 continue
@@ -241,9 +252,18 @@ class TopicRegistry:
                     namespaces[name.namespace_name] = None if found is None else found[0]
                 ns = namespaces[name.namespace_name]
                 if ns is not None:  # else deleted: its topics are closing
-                    await loaded.apply_policies(await self.namespaces.applied_to(name, ns))
+                    await self._reapply(loaded, ns, fresh)
             except Exception:
                 log.exception("applying the policies of %s failed", name)
+            if i % REAPPLY_STRIDE == REAPPLY_STRIDE - 1:
+                await asyncio.sleep(0)  # other work between strides of a long pass
+
+    async def _reapply(self, loaded: TopicBase, ns: NamespacePolicies, fresh: bool) -> None:
+        """``loaded`` applies ``ns`` with its overrides (read again if ``fresh``)."""
+        name = loaded.name
+        if fresh:
+            loaded.overrides = await self.namespaces.topic_policies(name.partitioned_topic_name)
+        await loaded.apply_policies(self.namespaces.applied_with(name, ns, loaded.overrides))
 
     # ---------------------------------------------------------------- closing
 

@@ -20,6 +20,7 @@ from client.exceptions import NotAllowedError
 from metastore.client import MetastoreClient
 from protos import metadata_paths
 from protos.topic_name import TopicName
+from tests.harness import wait_for
 from tests.metrics_scrape import scrape
 from tests.tenancy import own_namespace
 
@@ -60,21 +61,74 @@ def test_new_topics_read_their_namespace_once_and_do_not_list_it(cluster):
         with Client(cluster.service_url) as c:
             c.create_producer(f"persistent://{ns}/first").send(b"x")
             n = 20
-            before = _ops(cluster, READS)
+            before = _ops(cluster, (*READS, "increment", "txn"))
             for i in range(n):
                 c.create_producer(f"persistent://{ns}/t{i}").send(b"x")
-            spent = _spent(before, _ops(cluster, READS))
-        # Per new topic, 6 gets: the partitioned-topic record, the topic's
-        # overrides and its ledger list, each read by the metadata call and
-        # again by the load. No longer read per topic: the namespace's
+            spent = _spent(before, _ops(cluster, (*READS, "increment", "txn")))
+        # Per new topic, 4 gets: the partitioned-topic record by the
+        # metadata call, and by the load again with the topic's overrides
+        # and its ledger list; one listing (the schemas) and the transaction
+        # that makes the ledger. No longer per topic: the namespace's
         # policies (twice), its topics (a children listing), its bundle
-        # record, each bookie's record, the ledger list a third time, and
-        # (the load made the list) the terminated marker and the cursors.
+        # record, each bookie's record, the overrides and the ledger list
+        # read by the metadata call, the ledger list a third time, (the load
+        # made the list) the terminated marker and the cursors, the listing
+        # of the bookies and the ledger id's increment (a block of 64 ids).
         assert spent["children"] <= 5, spent  # before: 2n, then n
-        assert spent["get"] <= 6 * n + 10, spent  # before: 12n, then 7n
+        assert spent["get"] <= 4 * n + 10, spent  # before: 12n, then 7n, then 6n
+        assert spent["list"] <= n + 5, spent  # before: 2n
+        assert spent["increment"] <= 1, spent  # before: n
+        assert n <= spent["txn"] <= n + 5, spent
         assert admin.namespaces.get_topics(ns) == sorted(
             [f"persistent://{ns}/first"] + [f"persistent://{ns}/t{i}" for i in range(n)]
         )
+
+
+def test_a_namespace_change_reaches_loaded_topics_without_reading_their_overrides(cluster):
+    """A namespace's policies applied again to its loaded topics keep each
+    topic's overrides as last read (their changes come as their own events):
+    a change, or a bundle split, no longer reads every topic's overrides."""
+    n = 60
+    with Admin(cluster.service_url) as admin, own_namespace(admin, "kept") as ns:
+        topics = [f"persistent://{ns}/t{i}" for i in range(n)]
+        with Client(cluster.service_url) as c:
+            for t in topics:
+                loader = c.create_producer(t)
+                loader.send(b"loads the topic")
+                loader.close()
+            overridden, plain = topics[0], topics[1]
+            admin.topics.set_max_producers_per_topic(overridden, 2)
+            held = [c.create_producer(overridden), c.create_producer(overridden)]
+
+            def refused(topic: str) -> bool:
+                try:
+                    c.create_producer(topic).close()
+                except NotAllowedError:
+                    return True
+                return False
+
+            assert wait_for(lambda: refused(overridden), 10, "the override to apply")
+            held.pop().close()
+            first = c.create_producer(plain)
+            before = _ops(cluster, READS)
+            admin.namespaces.set_max_producers_per_topic(ns, 1)
+            assert wait_for(lambda: refused(plain), 10, "the namespace limit to apply")
+            spent = _spent(before, _ops(cluster, READS))
+            assert not refused(overridden)  # its override (2) still wins over the namespace's 1
+            bundle = admin.namespaces.bundles(ns)["bundles"][0]["bundle"]
+            before = _ops(cluster, READS)
+            admin.namespaces.split_bundle(ns, bundle)
+            # A later change: the events arrive in order, so once it applies
+            # the split's has been handled too.
+            admin.namespaces.set_max_producers_per_topic(ns, 2)
+            assert wait_for(lambda: not refused(plain), 10, "the new limit after a split")
+            split = _spent(before, _ops(cluster, READS))
+            first.close()
+            for p in held:
+                p.close()
+        # Before: one read of the overrides per loaded topic of the namespace.
+        assert spent["get"] < n // 2, spent
+        assert split["get"] < n // 2, split
 
 
 def test_a_topic_made_again_after_a_delete_is_fresh(cluster):
