@@ -175,13 +175,14 @@ class LedgerClient:
         self,
         quorums: tuple[int, int, int],
         listing: Callable[[int], tuple[Compare, Op]],
-        after: int = -1,
+        after: int | None = -1,
     ) -> LedgerWriter | None:
         """A new ledger whose metadata is written in one metastore
         transaction with the record that lists it: ``listing(ledger_id)``
         gives that record's write and the condition it needs, evaluated just
         before the transaction goes out. None (nothing written) when the
-        condition does not hold. Its id is above ``after`` (the list's highest)."""
+        condition does not hold. Its id is above ``after`` (None: above every id
+        handed out so far; :meth:`bookie.ledger_ids.LedgerIds.take`)."""
         md = await self._new_metadata(*quorums, b"", after)
         key = metadata_paths.ledger(md.ledger_id)
         unchanged, record = listing(md.ledger_id)
@@ -199,7 +200,7 @@ class LedgerClient:
         write_quorum: int,
         ack_quorum: int,
         password: bytes,
-        after: int,
+        after: int | None,
     ) -> LedgerMetadata:
         """A new ledger's id (above ``after``) and ensemble (not stored yet)."""
         check_quorums(ensemble_size, write_quorum, ack_quorum)

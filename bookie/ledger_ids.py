@@ -10,12 +10,18 @@ holding blocks hand out interleaved ids.
 
 A managed ledger needs its ledgers' ids to grow (positions, and so message
 ids, compare by ledger id first), and a topic moves between brokers. So a
-ledger that must follow another (``after``, the highest id the topic has
-listed) takes the next id of the block only when that id is higher; if not,
+ledger that must follow another (``after``, the last id the topic's owner
+made) takes the next id of the block only when that id is higher; if not,
 the block is dropped and a new one reserved. A new block starts above every
 id any client was handed before it (the counter's value at the time), so the
-retry is always enough. Ids of a dropped block, and those still held when a
-process ends, are never used (as BookKeeper's own ids need not be dense).
+retry is always enough. A topic just opened from its stored list does not
+know the highest id it ever had (its empty ledgers are deleted at open, and
+cursors may still point at them; trims may have emptied the list), so its
+first ledger asks for ``after=None``: one increment of its own, above every
+id handed out anywhere, the block kept. Ids of a dropped block, and those
+still held when a process ends, are never used (as BookKeeper's own ids
+need not be dense); a topic deleted and made again may start below its old
+ids (its old message ids mean nothing to it).
 """
 
 from __future__ import annotations
@@ -46,8 +52,10 @@ class LedgerIds:
         self._next, self._last = 1, 0  # nothing reserved yet
         self._lock = asyncio.Lock()
 
-    async def take(self, after: int = -1) -> int:
-        """A new ledger id above ``after``."""
+    async def take(self, after: int | None = -1) -> int:
+        """A new ledger id above ``after`` (None: above every id handed out so far)."""
+        if after is None:
+            return await self.metastore.increment(metadata_paths.LEDGER_ID_COUNTER)
         async with self._lock:
             if not usable(self._next, self._last, after):
                 counter = await self.metastore.increment(

@@ -91,6 +91,7 @@ class ManagedLedger:
         self.ledger_ids: list[int] = []
         self.writer: LedgerWriter | None = None
         self._version = -1
+        self._after: int | None = -1  # the next ledger's id is above it; None: above any
         self._listeners: list[Callable[[], None]] = []
         self._room = asyncio.Event()
         self._room.set()
@@ -130,7 +131,7 @@ class ManagedLedger:
         recorded: dict[int, int] = {}
         if stat is not None:
             ids, recorded = ledger_list.decode(stat.value)
-            self._version = stat.version
+            self._version, self._after = stat.version, None
         kept = []
         for ledger_id in ids:
             md = await self.ledger_client.metadata(ledger_id)
@@ -472,10 +473,11 @@ class ManagedLedger:
                 body = self._encode_list(sent[-1][1], closed)
                 return Compare(self.key, version=self._version), Op(self.key, body)
 
-            after = max(self.ledger_ids, default=-1)
+            after = self._after  # (bookie.ledger_ids)
             writer = await self.ledger_client.create_ledger_listed(self.quorums, listing, after)
             compared, listed = sent[-1]
             if writer is not None:
+                self._after = writer.ledger_id
                 self._version = compared + 1  # a record's version goes up by one per write
                 self.message_counts.new_ledger(writer.ledger_id)
                 self.ledger_ids = listed

@@ -112,8 +112,10 @@ class PolicyWatch:
                 self.ownership.namespaces.forget(namespace)
                 self.ownership.forget_owned(namespace)
                 await self.topics.close_namespace(namespace)
-            else:
-                await self.topics.reapply_policies(namespace=namespace)
+            elif not await self.topics.reapply_policies(namespace=namespace):
+                # Not applied everywhere: the next event, bundles only or
+                # not, applies the namespace again.
+                self._records.pop(namespace, None)
             self.events += 1
         elif key.startswith(metadata_paths.TENANTS + "/"):
             tenant = key.removeprefix(metadata_paths.TENANTS + "/")

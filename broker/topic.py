@@ -72,11 +72,12 @@ class TopicBase:
             settings.broker_deduplication_entries_interval,
             settings.broker_deduplication_max_number_of_producers,
         )
-        # What the topic applies (broker.policies); the registry sets it at
-        # load and again whenever a policy changes, with the topic-level
-        # overrides (and their record's version) it read last.
+        # What the topic applies (broker.policies), set by the registry at load and
+        # on every change, and the topic's overrides (with their version) read last.
         self.policies: AppliedPolicies = applied(None, None, settings)
         self.overrides: tuple[Policies, int] | None = None
+        self.overrides_stale = False  # a read of them failed or is in flight: read again
+        self.overrides_reads = 0  # reads started; only the latest one's answer is kept
         self.gate: PublishGate | None = None  # set for a persistent topic
         # Rates in force (broker.rate_limits), rebuilt when their policy changes.
         self.rates = TopicRates(self.persistent)

@@ -226,13 +226,14 @@ class TopicRegistry:
 
     async def reapply_policies(
         self, namespace: str | None = None, topic: TopicName | None = None
-    ) -> None:
+    ) -> bool:
         """Policies changed (of ``namespace``, of ``topic`` and its
         partitions, or of anything when both are None): the loaded topics
         they touch apply them again, without reloading. A namespace's change
         alone keeps each topic's overrides as it last read them (a change of
         those comes as its own event): no metastore read per topic, and the
-        loop is let go every ``REAPPLY_STRIDE`` topics."""
+        loop is let go every ``REAPPLY_STRIDE`` topics. False when any
+        topic failed to apply them (logged)."""
 
         def touched(name: TopicName) -> bool:
             if namespace is not None and name.namespace_name != namespace:
@@ -242,10 +243,12 @@ class TopicRegistry:
         fresh = namespace is None or topic is not None  # else the overrides are current
         self._changed_while_loading.update(n for n in self._loading if touched(TopicName.parse(n)))
         namespaces: dict[str, NamespacePolicies | None] = {}  # each read once
-        for i, loaded in enumerate(list(self.topics.values())):
+        applied, done = True, 0
+        for loaded in list(self.topics.values()):
             name = loaded.name
             if not touched(name):
                 continue
+            done += 1
             try:
                 if name.namespace_name not in namespaces:
                     found = await self.namespaces.read(name.namespace_name)
@@ -254,15 +257,25 @@ class TopicRegistry:
                 if ns is not None:  # else deleted: its topics are closing
                     await self._reapply(loaded, ns, fresh)
             except Exception:
+                applied = False
                 log.exception("applying the policies of %s failed", name)
-            if i % REAPPLY_STRIDE == REAPPLY_STRIDE - 1:
+            if done % REAPPLY_STRIDE == 0:
                 await asyncio.sleep(0)  # other work between strides of a long pass
+        return applied
 
     async def _reapply(self, loaded: TopicBase, ns: NamespacePolicies, fresh: bool) -> None:
-        """``loaded`` applies ``ns`` with its overrides (read again if ``fresh``)."""
+        """``loaded`` applies ``ns`` with its overrides, read again if
+        ``fresh`` or if the last read failed; of reads that overlap, only the
+        latest started (which sees the newest record) is applied."""
         name = loaded.name
-        if fresh:
-            loaded.overrides = await self.namespaces.topic_policies(name.partitioned_topic_name)
+        if fresh or loaded.overrides_stale:
+            loaded.overrides_stale = True  # until a read lands
+            loaded.overrides_reads += 1
+            mine = loaded.overrides_reads
+            found = await self.namespaces.topic_policies(name.partitioned_topic_name)
+            if loaded.overrides_reads != mine:
+                return  # a later read applies what it found
+            loaded.overrides, loaded.overrides_stale = found, False
         await loaded.apply_policies(self.namespaces.applied_with(name, ns, loaded.overrides))
 
     # ---------------------------------------------------------------- closing

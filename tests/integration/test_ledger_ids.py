@@ -106,6 +106,36 @@ def test_a_topic_moved_to_a_broker_holding_an_older_block_keeps_its_ledger_ids_g
     asyncio.run(main())
 
 
+def test_a_topic_reopened_from_an_empty_ledger_takes_an_id_above_every_one_handed_out(
+    cluster, topic
+):
+    """Its empty ledger is deleted at open, yet a cursor may point at it
+    ((ledger, -1)): the next ledger must still be above it."""
+
+    async def main() -> None:
+        name = TopicName.parse(f"persistent://public/default/{topic}")
+        clients = [MetastoreClient(cluster.endpoints["metastore"]) for _ in range(2)]
+        ledgers = [_client(ms, 64) for ms in clients]
+        held = await ledgers[1].create_ledger(1, 1, 1)  # the lower block
+        await held.close()
+        first = _ledger(name, clients[0], ledgers[0])  # the higher block
+        await first.open()
+        empty = first.ledger_ids[-1]
+        mark = first.next_position(first.before_first())  # where a new cursor would start
+        await first.close()
+        moved = _ledger(name, clients[1], ledgers[1])
+        await moved.open()  # deletes the empty ledger, makes a new one
+        assert moved.ledger_ids[-1] > empty
+        assert await moved.add_entry(b"after the move") >= mark
+        await moved.close()
+        for lc in ledgers:
+            await lc.close()
+        for ms in clients:
+            await ms.close()
+
+    asyncio.run(main())
+
+
 def test_a_kept_bookie_list_serves_new_ledgers_and_is_read_again_when_too_short(cluster):
     async def main() -> None:
         ms = MetastoreClient(cluster.endpoints["metastore"])
