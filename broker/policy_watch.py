@@ -66,8 +66,7 @@ class PolicyWatch:
         self.policy_cache = ownership.namespaces.policy_cache
         self.events = 0  # applied, for tests and logs
         self.bundle_only_events = 0  # of them, changed only a namespace's bundles
-        self._records: OrderedDict[str, bytes] = OrderedDict()  # last event's, by namespace
-        self._max_records = ownership.namespaces.settings.max_namespaces_cached
+        self.records = NamespaceRecords(ownership.namespaces.settings.max_namespaces_cached)
 
     async def run_forever(self) -> None:
         delay = RETRY_S_MIN
@@ -75,7 +74,7 @@ class PolicyWatch:
             watch = self.metastore.watch(WATCH_PREFIX)
             try:
                 await watch.started()
-                self._records.clear()
+                self.records.clear()
                 self.policy_cache.start()
                 self.authorizer.forget()
                 await self.authorizer.recheck(self.topics.topics.values())
@@ -102,7 +101,7 @@ class PolicyWatch:
             # The cached boundaries carry the record's version, which
             # guards bundle acquisition against splits: read them again.
             self.ownership.forget_bundles(namespace)
-            if self._only_bundles(namespace, event):
+            if self.records.only_bundles(namespace, event.type, event.value):
                 self.bundle_only_events += 1
                 self.events += 1
                 return
@@ -115,7 +114,7 @@ class PolicyWatch:
             elif not await self.topics.reapply_policies(namespace=namespace):
                 # Not applied everywhere: the next event, bundles only or
                 # not, applies the namespace again.
-                self._records.pop(namespace, None)
+                self.records.forget(namespace)
             self.events += 1
         elif key.startswith(metadata_paths.TENANTS + "/"):
             tenant = key.removeprefix(metadata_paths.TENANTS + "/")
@@ -128,16 +127,32 @@ class PolicyWatch:
                 await self.topics.reapply_policies(topic=name)
                 self.events += 1
 
-    def _only_bundles(self, namespace: str, event: WatchEvent) -> bool:
-        """Whether ``event`` changed only the namespace's bundles since its
-        last event (and remember its record for the next one)."""
+
+class NamespaceRecords:
+    """The record of each namespace's last watch event (at most ``max_entries``,
+    oldest out first), to tell an event that changed only bundle boundaries."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._records: OrderedDict[str, bytes] = OrderedDict()
+
+    def only_bundles(self, namespace: str, kind: str, value: bytes) -> bool:
+        """Whether this event (``kind`` PUT or DELETE) changed only the
+        namespace's bundles since its last one; remembers it for the next."""
         before = self._records.pop(namespace, None)
-        if event.type == "DELETE":
+        if kind == "DELETE":
             return False
-        self._records[namespace] = event.value
-        while len(self._records) > self._max_records:
+        self._records[namespace] = value
+        while len(self._records) > self.max_entries:
             self._records.popitem(last=False)
-        return before is not None and only_bundles_changed(before, event.value)
+        return before is not None and only_bundles_changed(before, value)
+
+    def forget(self, namespace: str) -> None:
+        """The namespace's last event was not applied everywhere: its next applies."""
+        self._records.pop(namespace, None)
+
+    def clear(self) -> None:
+        self._records.clear()
 
 
 def only_bundles_changed(before: bytes, after: bytes) -> bool:

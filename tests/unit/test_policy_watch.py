@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from broker.policy_watch import only_bundles_changed
+from broker.policy_watch import NamespaceRecords, only_bundles_changed
 
 _FOUR = {
     "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
@@ -51,3 +51,31 @@ def _with(**changes):
 )
 def test_only_a_change_of_the_bundle_boundaries_leaves_the_loaded_topics_alone(after, only_bundles):
     assert only_bundles_changed(_with(), after) is only_bundles
+
+
+def test_the_first_event_of_a_namespace_applies_and_the_next_split_does_not():
+    records = NamespaceRecords(max_entries=10)
+    assert not records.only_bundles("t/a", "PUT", _with())  # nothing to compare with
+    assert records.only_bundles("t/a", "PUT", _with(bundles=_FIVE))  # a split
+    assert not records.only_bundles("t/a", "PUT", _with(bundles=_FIVE, message_ttl_in_seconds=9))
+    assert records.only_bundles("t/a", "PUT", _with(bundles=_FOUR, message_ttl_in_seconds=9))
+
+
+def test_a_namespace_not_applied_everywhere_applies_at_its_next_event():
+    records = NamespaceRecords(max_entries=10)
+    records.only_bundles("t/a", "PUT", _with())
+    records.forget("t/a")  # some topic failed to apply it
+    assert not records.only_bundles("t/a", "PUT", _with(bundles=_FIVE))
+
+
+def test_a_deletion_a_restart_of_the_watch_and_the_bound_all_forget():
+    records = NamespaceRecords(max_entries=2)
+    records.only_bundles("t/a", "PUT", _with())
+    assert not records.only_bundles("t/a", "DELETE", b"")
+    assert not records.only_bundles("t/a", "PUT", _with(bundles=_FIVE))  # made again
+    records.clear()  # the watch (re)started
+    assert not records.only_bundles("t/a", "PUT", _with(bundles=_FIVE))
+    records.only_bundles("t/b", "PUT", _with())
+    records.only_bundles("t/c", "PUT", _with())  # pushes out t/a, the oldest
+    assert not records.only_bundles("t/a", "PUT", _with(bundles=_FIVE))
+    assert records.only_bundles("t/c", "PUT", _with(bundles=_FIVE))
