@@ -20,11 +20,11 @@ import asyncio
 import json
 import threading
 import time
-import urllib.request
 
 from benchmarks.many_topics import PAYLOAD, _fill
 from client import Client
 from client.admin import Admin
+from tests.metrics_scrape import scrape
 
 NS = "public/default"
 MAX_PROBES = 2000
@@ -34,14 +34,9 @@ def metastore_reads(ep: dict) -> float | None:
     port = ep.get("metrics", {}).get("metastore", -1)
     if port is None or int(port) < 0:
         return None
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
-    total = 0.0
-    for line in text.decode().splitlines():
-        if line.startswith("pulsar_metadata_store_ops_latency_ms_count") and (
-            'type="get"' in line or 'type="list"' in line
-        ):
-            total += float(line.split()[-1])
-    return total
+    s = scrape(int(port))
+    name = "pulsar_metadata_store_ops_latency_ms_count"
+    return sum(s.get(name, type=k, status="success") or 0.0 for k in ("get", "list"))
 
 
 def main() -> None:

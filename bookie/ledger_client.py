@@ -30,7 +30,7 @@ import grpc
 
 from bookie import ensemble_placement
 from bookie.bookie_connection import BookieConnection
-from bookie.bookie_list import BookieList, Registration
+from bookie.bookie_list import BookieList
 from bookie.client_context import LedgerClientSettings
 from bookie.ledger_ids import LedgerIds
 from bookie.ledger_metadata import (
@@ -131,12 +131,9 @@ class LedgerClient:
     async def writable_bookies(self, fresh: bool = True) -> list[str]:
         """Bookies a new ensemble may use; ``fresh=False`` may answer from a
         list read up to ``bookie_list_max_age_s`` ago (:mod:`bookie.bookie_list`)."""
-        return self._writable(await self.bookie_list.registered(fresh))
-
-    def _writable(self, registered: list[Registration]) -> list[str]:
         return [
             bookie_id
-            for bookie_id, info in registered
+            for bookie_id, info in await self.bookie_list.registered(fresh)
             if not info.get("read_only") and self._learn(bookie_id, info)
         ]
 

@@ -19,11 +19,13 @@ A namespace record also holds the namespace's bundle boundaries, which every
 bundle split rewrites. An event whose record differs from the namespace's
 previous event only in its boundaries (:func:`only_bundles_changed`) changes
 no policy and no grant: the loaded topics are left as they are (applying
-again re-reads every topic's overrides, one metastore read per loaded topic
-of the namespace: ten thousand for a split of a crowded namespace). The
-previous records are those of this watch's events (the watch's start applies
-everything), at most ``max_namespaces_cached`` of them; a namespace with none
-kept applies again.
+again would rebuild the policies of every loaded topic of the namespace:
+ten thousand for a split of a crowded namespace). Applying a namespace's
+change reads no topic's overrides: each loaded topic keeps those it read
+(:meth:`broker.topics.TopicRegistry.reapply_policies`). The previous
+records are those of this watch's events (the watch's start applies
+everything), at most ``max_namespaces_cached`` of them; a namespace with
+none kept, or one some topic failed to apply, applies again.
 
 The same events keep authorization current: a changed namespace or tenant
 record is forgotten by the authorizer, and the producers and consumers of
@@ -65,7 +67,6 @@ class PolicyWatch:
         self.ownership = ownership
         self.policy_cache = ownership.namespaces.policy_cache
         self.events = 0  # applied, for tests and logs
-        self.bundle_only_events = 0  # of them, changed only a namespace's bundles
         self.records = NamespaceRecords(ownership.namespaces.settings.max_namespaces_cached)
 
     async def run_forever(self) -> None:
@@ -102,7 +103,6 @@ class PolicyWatch:
             # guards bundle acquisition against splits: read them again.
             self.ownership.forget_bundles(namespace)
             if self.records.only_bundles(namespace, event.type, event.value):
-                self.bundle_only_events += 1
                 self.events += 1
                 return
             self.authorizer.forget(namespace=namespace)

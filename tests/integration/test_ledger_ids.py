@@ -7,6 +7,8 @@ block, and a list kept too short for an ensemble is read again."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from bookie.client_context import LedgerClientSettings
 from bookie.ledger_client import LedgerClient
@@ -32,6 +34,23 @@ def _ledger(name: TopicName, ms: MetastoreClient, ledgers: LedgerClient) -> Mana
         cache=EntryCache(1 << 20),
         max_outstanding_adds=100,
     )
+
+
+@asynccontextmanager
+async def _two_brokers(cluster) -> AsyncIterator[tuple[list[MetastoreClient], list[LedgerClient]]]:
+    """Two brokers' clients (blocks of 64); the second reserved its block
+    first, so its ids are the lower ones."""
+    clients = [MetastoreClient(cluster.endpoints["metastore"]) for _ in range(2)]
+    ledgers = [_client(ms, 64) for ms in clients]
+    try:
+        held = await ledgers[1].create_ledger(1, 1, 1)
+        await held.close()
+        yield clients, ledgers
+    finally:
+        for lc in ledgers:
+            await lc.close()
+        for ms in clients:
+            await ms.close()
 
 
 def test_ids_come_a_block_per_metastore_write_and_are_unique_across_clients(cluster):
@@ -83,25 +102,17 @@ def test_a_topic_moved_to_a_broker_holding_an_older_block_keeps_its_ledger_ids_g
 ):
     async def main() -> None:
         name = TopicName.parse(f"persistent://public/default/{topic}")
-        clients = [MetastoreClient(cluster.endpoints["metastore"]) for _ in range(2)]
-        ledgers = [_client(ms, 64) for ms in clients]
-        # The second broker reserved its block first: its ids are the lower ones.
-        held = await ledgers[1].create_ledger(1, 1, 1)
-        await held.close()
-        first = _ledger(name, clients[0], ledgers[0])
-        await first.open()
-        before = await first.add_entry(b"on the first owner")
-        await first.close()
-        moved = _ledger(name, clients[1], ledgers[1])
-        await moved.open()  # a new ledger after the first owner's
-        after = await moved.add_entry(b"on the second owner")
-        assert moved.ledger_ids == sorted(moved.ledger_ids) and len(moved.ledger_ids) == 2
-        assert after > before  # positions, and so message ids, keep their order
-        await moved.close()
-        for lc in ledgers:
-            await lc.close()
-        for ms in clients:
-            await ms.close()
+        async with _two_brokers(cluster) as (clients, ledgers):
+            first = _ledger(name, clients[0], ledgers[0])
+            await first.open()
+            before = await first.add_entry(b"on the first owner")
+            await first.close()
+            moved = _ledger(name, clients[1], ledgers[1])
+            await moved.open()  # a new ledger after the first owner's
+            after = await moved.add_entry(b"on the second owner")
+            assert moved.ledger_ids == sorted(moved.ledger_ids) and len(moved.ledger_ids) == 2
+            assert after > before  # positions, and so message ids, keep their order
+            await moved.close()
 
     asyncio.run(main())
 
@@ -114,24 +125,17 @@ def test_a_topic_reopened_from_an_empty_ledger_takes_an_id_above_every_one_hande
 
     async def main() -> None:
         name = TopicName.parse(f"persistent://public/default/{topic}")
-        clients = [MetastoreClient(cluster.endpoints["metastore"]) for _ in range(2)]
-        ledgers = [_client(ms, 64) for ms in clients]
-        held = await ledgers[1].create_ledger(1, 1, 1)  # the lower block
-        await held.close()
-        first = _ledger(name, clients[0], ledgers[0])  # the higher block
-        await first.open()
-        empty = first.ledger_ids[-1]
-        mark = first.next_position(first.before_first())  # where a new cursor would start
-        await first.close()
-        moved = _ledger(name, clients[1], ledgers[1])
-        await moved.open()  # deletes the empty ledger, makes a new one
-        assert moved.ledger_ids[-1] > empty
-        assert await moved.add_entry(b"after the move") >= mark
-        await moved.close()
-        for lc in ledgers:
-            await lc.close()
-        for ms in clients:
-            await ms.close()
+        async with _two_brokers(cluster) as (clients, ledgers):
+            first = _ledger(name, clients[0], ledgers[0])  # the higher block
+            await first.open()
+            empty = first.ledger_ids[-1]
+            mark = first.next_position(first.before_first())  # where a new cursor would start
+            await first.close()
+            moved = _ledger(name, clients[1], ledgers[1])
+            await moved.open()  # deletes the empty ledger, makes a new one
+            assert moved.ledger_ids[-1] > empty
+            assert await moved.add_entry(b"after the move") >= mark
+            await moved.close()
 
     asyncio.run(main())
 
