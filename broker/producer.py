@@ -4,7 +4,7 @@ quotas hold publishing (:mod:`broker.quota_enforcement` implements it)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +34,14 @@ class Producer:
     role: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)  # its properties
     schema_version: int | None = None  # what its messages are written with
+
+
+def unique_producer_name(broker_name: str, taken: Container[str]) -> str:
+    """A name the broker gives a producer that asked for none."""
+    name = f"{broker_name}-{next(unique_producer_ids)}"
+    while name in taken:
+        name = f"{broker_name}-{next(unique_producer_ids)}"
+    return name
 
 
 def client_metadata(pairs: Iterable[common_pb2.KeyValue], max_bytes: int) -> dict[str, str]:

@@ -1,34 +1,39 @@
 """Many producer streams on one gRPC stream: the ``ProduceMany`` RPC.
 
 Each frame names a producer stream by id; the requests of one id are
-exactly a ``Produce`` stream's, served by the same
-:class:`~broker.producer_stream.ProducerStream` (a task per stream), except
-that a stream's producer is authorized before it is created (the gRPC
-guard admits the call on its role alone). The answers of every stream that
-are ready together go back in one message (of at most ``MESSAGE_BYTES``),
-so a client with many producers on a broker (a partitioned producer) pays
-for one gRPC message per turn, not one per producer.
+exactly a ``Produce`` stream's: the producer is created as there
+(:meth:`~broker.producer_stream.ProducerStream.create`, in a task of its
+own), except that it is authorized first (the gRPC guard admits the call on
+its role alone); then its requests go, as they are read, to its
+:class:`~broker.send_pipeline.SendPipeline`, whose answers are framed here
+as they come. No task stands between reading a request and the topic's
+publish, or between a stored entry and its answer in the outbox. The
+answers of every stream that are ready together go back in one message (of
+at most ``MESSAGE_BYTES``), so a client with many producers on a broker (a
+partitioned producer) pays for one gRPC message per turn, not one per
+producer.
 
-No stream can stall the others: each stream's requests wait in a queue of
-its own while its producer is busy (a held or throttled publish, a slow
-ledger), so the connection keeps being read. What one connection holds is
-bounded by ``max_pending_publish_requests_per_connection``: requests read
-but not yet taken by their producers, and answers not yet sent. Past the
-first the connection is not read (gRPC flow control pushes back on the
-client, as a Pulsar connection stops reading past its pending publish
-requests); past the second the producers wait to answer. Streams of one
-connection are bounded by ``max_producer_streams_per_connection``; a frame
-of a stream already over (ids are never reused) is dropped.
+No stream can stall the others: a stream's requests wait in its pipeline
+while its producer is busy (a held or throttled publish, a slow ledger), so
+the connection keeps being read. What one connection holds is bounded by
+``max_pending_publish_requests_per_connection``: requests read but not yet
+taken by their producers, and answers not yet sent. Past either the
+connection is not read (gRPC flow control pushes back on the client, as a
+Pulsar connection stops reading past its pending publish requests). Streams
+of one connection are bounded by ``max_producer_streams_per_connection``; a
+frame of a stream already over (ids are never reused) is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
-from broker.producer_stream import ProducerStream
+from broker.producer_stream import ProducerStream, hand_over, response_of
+from broker.send_pipeline import Answer, Ended, SendPipeline
 from protos import broker_pb2, common_pb2
 from protos.errors import error
 from protos.frames import encode_frame
@@ -47,13 +52,10 @@ class _Outbox:
         self.limit = limit
         self.closed = False
         self._ready = asyncio.Event()
-        self._room = asyncio.Event()
+        self.on_taken: Callable[[], None] | None = None
 
-    async def put(self, frame: bytes) -> None:
-        while len(self.frames) >= self.limit and not self.closed:
-            self._room.clear()
-            await self._room.wait()
-        self.put_now(frame)
+    def full(self) -> bool:
+        return len(self.frames) >= self.limit
 
     def put_now(self, frame: bytes) -> None:
         self.frames.append(frame)
@@ -77,8 +79,22 @@ class _Outbox:
                 break
             out.append(self.frames.popleft())
             size += n
-        self._room.set()
+        if self.on_taken is not None:
+            self.on_taken()
         return out
+
+
+class _Stream:
+    """One producer stream of a connection: its requests wait here while
+    the producer is being created, then go to its pipeline."""
+
+    __slots__ = ("client_ended", "early", "pipeline", "sid")
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+        self.pipeline: SendPipeline | None = None
+        self.early: list[broker_pb2.ProducerRequest] = []
+        self.client_ended = False
 
 
 class _Connection:
@@ -88,54 +104,122 @@ class _Connection:
         self.producers = producers
         self.max_streams = max_streams
         self.max_pending = max_pending
+        self.max_pending_entries = producers.settings.max_pending_publish_entries_per_producer
         self.outbox = _Outbox(max_pending)
-        self.inboxes: dict[int, asyncio.Queue] = {}
-        self.tasks: set[asyncio.Task] = set()
+        self.streams: dict[int, _Stream] = {}
+        self.creating: set[asyncio.Task] = set()
         self.highest_id = 0  # ids are never reused: lower ones not open are over
         self.read_ahead = 0  # requests read, not yet taken by their producers
-        self._taken = asyncio.Event()
+        self._progress = asyncio.Event()  # requests taken, or answers sent
+        self._all_over = asyncio.Event()
+        self.outbox.on_taken = self._progress.set
 
     async def read(self, requests: AsyncIterator[broker_pb2.ProducerRequestFrames]) -> None:
         try:
             async for message in requests:
                 for frame in message.frames:
                     self._route(frame)
-                while self.read_ahead >= self.max_pending:
-                    self._taken.clear()
-                    await self._taken.wait()
+                while self.read_ahead >= self.max_pending or self.outbox.full():
+                    self._progress.clear()
+                    await self._progress.wait()
         except Exception as exc:
             log.debug("producer connection ended: %s", exc)
         # The client ended the call: every stream ends as if half-closed.
-        for inbox in list(self.inboxes.values()):
-            inbox.put_nowait(None)
-        while self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
+        for stream in list(self.streams.values()):
+            self._client_ended(stream)
+        while self.streams or self.creating:
+            self._all_over.clear()
+            await self._all_over.wait()
         self.outbox.close()
+
+    def abort(self) -> None:
+        """The call is gone: every producer leaves."""
+        for task in list(self.creating):
+            task.cancel()
+        for stream in list(self.streams.values()):
+            if stream.pipeline is not None:
+                stream.pipeline.abort()
+        self.streams.clear()
 
     def _route(self, frame: broker_pb2.ProducerRequestFrame) -> None:
         sid = frame.id
-        inbox = self.inboxes.get(sid)
-        if inbox is None:
+        stream = self.streams.get(sid)
+        if stream is None:
             if sid <= self.highest_id or not frame.HasField("request"):
                 return  # a frame of a stream already over
             self.highest_id = sid
-            if len(self.inboxes) >= self.max_streams:
+            if len(self.streams) >= self.max_streams:
                 self._refuse(sid)
                 return
-            inbox = self.inboxes[sid] = asyncio.Queue()
-            task = asyncio.create_task(self._serve(sid, inbox))
-            self.tasks.add(task)
-            task.add_done_callback(self._done)
-        if frame.HasField("request"):
+            stream = self.streams[sid] = _Stream(sid)
+            task = asyncio.create_task(self._create(stream, frame.request))
+            self.creating.add(task)
+            task.add_done_callback(self._created)
+        elif frame.HasField("request"):
             self.read_ahead += 1
-            inbox.put_nowait(frame.request)
+            if stream.pipeline is None:
+                stream.early.append(frame.request)
+            elif not hand_over(stream.pipeline, frame.request):
+                stream.client_ended = True
         if frame.end:
-            inbox.put_nowait(None)
+            self._client_ended(stream)
 
-    def _done(self, task: asyncio.Task) -> None:
-        self.tasks.discard(task)
+    def _client_ended(self, stream: _Stream) -> None:
+        stream.client_ended = True
+        if stream.pipeline is not None:
+            stream.pipeline.close()
+
+    async def _create(self, stream: _Stream, first: broker_pb2.ProducerRequest) -> None:
+        sid = stream.sid
+        created, topic, producer = await self.producers.create(first, authorize_first=True)
+        if topic is None or producer is None:
+            self.outbox.put_now(encode_frame(sid, created.SerializeToString(), end=True))
+            self._over(stream)
+            return
+        if self.streams.get(sid) is not stream:  # the call ended meanwhile
+            topic.remove_producer(producer)
+            return
+        self.outbox.put_now(encode_frame(sid, created.SerializeToString()))
+        pipeline = SendPipeline(
+            topic,
+            producer,
+            self.max_pending_entries,
+            functools.partial(self._answer, stream),
+            self._took,
+        )
+        stream.pipeline = pipeline
+        early, stream.early = stream.early, []
+        for req in early:
+            if not hand_over(pipeline, req):
+                stream.client_ended = True
+        if stream.client_ended:
+            pipeline.close()
+
+    def _created(self, task: asyncio.Task) -> None:
+        self.creating.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("a producer stream failed", exc_info=task.exception())
+            log.error("creating a producer failed", exc_info=task.exception())
+        if not self.creating and not self.streams:
+            self._all_over.set()
+
+    def _answer(self, stream: _Stream, answer: Answer) -> None:
+        response = response_of(answer)
+        ended = isinstance(answer, Ended)
+        if response is not None:
+            frame = encode_frame(stream.sid, response.SerializeToString(), end=ended)
+        else:
+            frame = encode_frame(stream.sid, None, end=True)
+        self.outbox.put_now(frame)
+        if ended:
+            self._over(stream)
+
+    def _over(self, stream: _Stream) -> None:
+        if self.streams.get(stream.sid) is stream:
+            del self.streams[stream.sid]
+        self._took(len(stream.early))
+        stream.early = []
+        if not self.streams and not self.creating:
+            self._all_over.set()
 
     def _refuse(self, sid: int) -> None:
         refusal = error(
@@ -146,28 +230,10 @@ class _Connection:
         answer = broker_pb2.ProducerResponse(error=refusal).SerializeToString()
         self.outbox.put_now(encode_frame(sid, answer, end=True))
 
-    async def _serve(self, sid: int, inbox: asyncio.Queue) -> None:
-        async def requests() -> AsyncIterator[broker_pb2.ProducerRequest]:
-            while (req := await inbox.get()) is not None:
-                self._took(1)
-                yield req
-
-        try:
-            async for resp in self.producers.run(requests(), authorize_first=True):
-                await self.outbox.put(encode_frame(sid, resp.SerializeToString()))
-        finally:
-            if self.inboxes.get(sid) is inbox:
-                del self.inboxes[sid]
-            left = 0
-            while not inbox.empty():
-                left += inbox.get_nowait() is not None
-            self._took(left)
-            self.outbox.put_now(encode_frame(sid, None, end=True))
-
     def _took(self, n: int) -> None:
         if n:
             self.read_ahead -= n
-            self._taken.set()
+            self._progress.set()
 
 
 class ProducerMux:
@@ -187,5 +253,4 @@ class ProducerMux:
                 yield b"".join(frames)
         finally:
             reader.cancel()
-            for task in list(conn.tasks):
-                task.cancel()
+            conn.abort()

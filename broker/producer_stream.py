@@ -1,13 +1,16 @@
-"""The gRPC front-end of one producer: the ``Produce`` stream.
+"""The gRPC front-end of one producer: the ``Produce`` stream, and the
+creation of a producer, which ``ProduceMany`` (broker/producer_mux.py) shares.
 
-The first request creates the producer; then each ``SendEntries`` carries
-entries the stream hands, one by one and in order, to the topic's
-:meth:`~broker.topic.TopicBase.publish`, which decides and stores them. The
-answers go back in send order: receipts that are ready together travel in
-one ``SendReceipts``; a refused entry gets a ``SendError`` and changes
-nothing. The sends awaiting their answer are bounded
-(``max_pending_publish_entries_per_producer``): past it the stream stops
-reading requests, which pushes back on the client through gRPC flow control.
+The first request creates the producer; then each request goes to the
+producer's :class:`~broker.send_pipeline.SendPipeline` (:func:`hand_over`),
+which hands the entries to the topic's publish in order and answers them in
+send order: receipts that are ready together travel in one
+``SendReceipts``; a refused entry gets a ``SendError`` and changes nothing;
+the stream's end carries the producer's fatal error, if any
+(:func:`response_of`). The requests not yet taken are bounded by the
+pipeline's ``max_pending_publish_entries_per_producer``: past it this stream
+stops reading requests, which pushes back on the client through gRPC flow
+control.
 
 A producer fenced by a newer ExclusiveWithFencing producer gets
 ``PRODUCER_FENCED`` next, ahead of sends still being stored. A topic that
@@ -19,13 +22,12 @@ looks the topic up again and resends what has no receipt.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from broker.managed_ledger import ManagedLedgerFencedError
 from broker.modes import ProducerAccessMode, mode_of
 from broker.producer import client_metadata
+from broker.send_pipeline import Answer, Ended, Receipts, SendFailed, SendPipeline
 from broker.settings import BrokerSettings
 from broker.topic import Producer, TopicBase
 from broker.topics import TopicRegistry
@@ -37,62 +39,6 @@ from protos.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
-# (sequence id, future of the stored position, or the refusal)
-_Send = tuple[int, "asyncio.Future | common_pb2.Error"]
-# Markers in the queue of answers: the producer was fenced; the topic moved.
-_FENCED = (-1, error(common_pb2.PRODUCER_FENCED, "fenced"))
-_MOVED = (-1, error(common_pb2.SERVICE_NOT_READY, "moved"))
-
-
-class _SendQueue:
-    """Sends of one producer awaiting their answer, in order; bounded."""
-
-    def __init__(self, max_items: int) -> None:
-        self._items: collections.deque[_Send | None] = collections.deque()
-        self._max = max_items
-        self._changed = asyncio.Event()
-
-    async def put(self, item: _Send | None) -> None:
-        while item is not None and len(self._items) >= self._max:
-            self._changed.clear()
-            await self._changed.wait()
-        self._items.append(item)
-        self._changed.set()
-
-    async def get(self) -> _Send | None:
-        while not self._items:
-            self._changed.clear()
-            await self._changed.wait()
-        item = self._items.popleft()
-        self._changed.set()
-        return item
-
-    def fence(self) -> None:
-        """End the stream with ProducerFenced next (ahead of sends still
-        waiting for storage: their outcome no longer matters)."""
-        self._items.appendleft(_FENCED)
-        self._changed.set()
-
-    def moved(self) -> None:
-        """The topic is closing here: after the sends already taken, end the
-        stream with a retryable error (the client looks the topic up again)."""
-        self._items.append(_MOVED)
-        self._changed.set()
-
-    def get_ready(self) -> _Send | None:
-        """The next send if its answer is already known, else None."""
-        if not self._items:
-            return None
-        head = self._items[0]
-        if head is None or head is _FENCED or head is _MOVED:
-            return None
-        if isinstance(head[1], asyncio.Future) and not head[1].done():
-            return None
-        self._items.popleft()
-        self._changed.set()
-        return head
-
-
 # A grant revoked while the producer or consumer was being created
 # (broker/authorizer.py judges connected ones again on every grant change).
 REVOKED = error(common_pb2.UNAUTHORIZED, "the permission was revoked while connecting")
@@ -101,6 +47,38 @@ StillAllowed = Callable[[str, str, str], Awaitable[bool]]  # (role, topic, subsc
 
 async def _allowed_always(role: str, topic: str, subscription: str) -> bool:
     return True
+
+
+def hand_over(pipeline: SendPipeline, req: broker_pb2.ProducerRequest) -> bool:
+    """Give a request after the create to the producer's pipeline; False
+    for a close (the client sends nothing more)."""
+    kind = req.WhichOneof("request")
+    if kind == "send":
+        send = req.send
+        pipeline.put_send(send.sequence_ids, send.num_messages, send.entries)
+        return True
+    if kind == "close":
+        pipeline.close()
+        return False
+    pipeline.refuse(error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}"))
+    return True
+
+
+def response_of(answer: Answer) -> broker_pb2.ProducerResponse | None:
+    """The answer on the wire (None: an end without an error)."""
+    if isinstance(answer, Receipts):
+        return broker_pb2.ProducerResponse(
+            receipts=broker_pb2.SendReceipts(
+                sequence_ids=answer.sequence_ids,
+                ledger_ids=answer.ledger_ids,
+                entry_ids=answer.entry_ids,
+            )
+        )
+    if isinstance(answer, SendFailed):
+        return broker_pb2.ProducerResponse(
+            send_error=broker_pb2.SendError(sequence_id=answer.sequence_id, error=answer.error)
+        )
+    return None if answer.error is None else broker_pb2.ProducerResponse(error=answer.error)
 
 
 class ProducerStream:
@@ -119,44 +97,71 @@ class ProducerStream:
         self.broker_name = broker_name
 
     async def run(
-        self, requests: AsyncIterator[broker_pb2.ProducerRequest], authorize_first: bool = False
+        self, requests: AsyncIterator[broker_pb2.ProducerRequest]
     ) -> AsyncIterator[broker_pb2.ProducerResponse]:
-        """``authorize_first``: the caller's role is judged before the producer
-        is created (on ``ProduceMany``, whose gRPC guard saw only the first
-        stream's create)."""
+        """The ``Produce`` RPC."""
         iterator = requests.__aiter__()
         try:
             first = await iterator.__anext__()
         except StopAsyncIteration:
             return
-        if first.WhichOneof("request") != "create":
-            yield broker_pb2.ProducerResponse(
-                error=error(common_pb2.INVALID_ARGUMENT, "the first message must be 'create'")
-            )
+        created, topic, producer = await self.create(first, authorize_first=False)
+        yield created
+        if topic is None or producer is None:
             return
+        limit = self.settings.max_pending_publish_entries_per_producer
+        answers: asyncio.Queue[Answer] = asyncio.Queue()
+        room = asyncio.Event()
+        pipeline = SendPipeline(topic, producer, limit, answers.put_nowait, lambda _: room.set())
+        reader = asyncio.create_task(_read(iterator, pipeline, room, answers, limit))
+        try:
+            while True:
+                answer = await answers.get()
+                room.set()
+                if (response := response_of(answer)) is not None:
+                    yield response
+                if isinstance(answer, Ended):
+                    break
+        finally:
+            reader.cancel()
+            pipeline.abort()
+
+    async def create(
+        self, first: broker_pb2.ProducerRequest, authorize_first: bool
+    ) -> tuple[broker_pb2.ProducerResponse, TopicBase | None, Producer | None]:
+        """The answer to a stream's first request, and the producer it made
+        (none when the answer is an error). ``authorize_first``: the
+        caller's role is judged before the producer is created (on
+        ``ProduceMany``, whose gRPC guard saw only the first stream's create)."""
+        if first.WhichOneof("request") != "create":
+            refusal = error(common_pb2.INVALID_ARGUMENT, "the first message must be 'create'")
+            return broker_pb2.ProducerResponse(error=refusal), None, None
         try:
             if authorize_first:
                 await self._authorize(first.create.topic)
             topic, producer = await self._create(first.create)
         except Exception as exc:
-            yield broker_pb2.ProducerResponse(error=error_of(exc))
-            return
+            return broker_pb2.ProducerResponse(error=error_of(exc)), None, None
         producer.role = CALLER_ROLE.get()
-        if not await self._still_allowed(producer.role, topic.name.full_name, ""):
-            topic.remove_producer(producer)
-            yield broker_pb2.ProducerResponse(error=REVOKED)
-            return
-        yield broker_pb2.ProducerResponse(
-            created=broker_pb2.ProducerCreated(
-                producer_name=producer.name,
-                last_sequence_id=topic.last_sequence_id(producer),
-                max_message_size=self.settings.max_message_size,
-                topic=topic.name.full_name,
-                schema_version=encode_version(producer.schema_version),
-            )
+        denied: common_pb2.Error | None = REVOKED
+        try:
+            if await self._still_allowed(producer.role, topic.name.full_name, ""):
+                denied = None
+        except Exception as exc:
+            denied = error_of(exc)
+        finally:  # (also when cancelled: the call is gone)
+            if denied is not None:
+                topic.remove_producer(producer)
+        if denied is not None:
+            return broker_pb2.ProducerResponse(error=denied), None, None
+        created = broker_pb2.ProducerCreated(
+            producer_name=producer.name,
+            last_sequence_id=topic.last_sequence_id(producer),
+            max_message_size=self.settings.max_message_size,
+            topic=topic.name.full_name,
+            schema_version=encode_version(producer.schema_version),
         )
-        async for resp in self._serve(iterator, topic, producer):
-            yield resp
+        return broker_pb2.ProducerResponse(created=created), topic, producer
 
     async def _still_allowed(self, role: str | None, topic: str, subscription: str) -> bool:
         return role is None or await self.still_allowed(role, topic, subscription)
@@ -184,131 +189,25 @@ class ProducerStream:
         producer.schema_version = version
         return topic, producer
 
-    async def _serve(
-        self,
-        iterator: AsyncIterator[broker_pb2.ProducerRequest],
-        topic: TopicBase,
-        producer: Producer,
-    ) -> AsyncIterator[broker_pb2.ProducerResponse]:
-        pending = _SendQueue(self.settings.max_pending_publish_entries_per_producer)
-        producer.on_fenced = pending.fence
-        producer.on_topic_closed = pending.moved
-        reader = asyncio.create_task(self._read_sends(iterator, topic, producer, pending))
-        try:
-            while True:
-                item = await pending.get()
-                if item is None:
-                    break
-                if item is _MOVED or item is _FENCED:
-                    yield broker_pb2.ProducerResponse(error=_ending(item, topic, producer))
-                    break
-                ended = False
-                async for resp in self._answers(item, pending):
-                    yield resp
-                    ended = resp.WhichOneof("response") == "error"
-                if ended:
-                    break
-        finally:
-            reader.cancel()
-            topic.remove_producer(producer)
 
-    async def _answers(
-        self, first: _Send, pending: _SendQueue
-    ) -> AsyncIterator[broker_pb2.ProducerResponse]:
-        """Await ``first`` and every already-finished send after it; yield the replies."""
-        receipts = broker_pb2.SendReceipts()
-        item: _Send | None = first
-        while item is not None:
-            seq, fut = item
-            failure: common_pb2.Error | None = None
-            if isinstance(fut, common_pb2.Error):
-                failure = fut
-            else:
-                try:
-                    ledger_id, entry_id = await fut
-                except ManagedLedgerFencedError as exc:
-                    # The topic moved: what has no receipt yet is resent to
-                    # the new owner after the producer looks it up again.
-                    if receipts.sequence_ids:
-                        yield broker_pb2.ProducerResponse(receipts=receipts)
-                    yield broker_pb2.ProducerResponse(error=exc.to_proto())
-                    return
-                except Exception as exc:
-                    failure = error_of(exc)
-                else:
-                    receipts.sequence_ids.append(seq)
-                    receipts.ledger_ids.append(ledger_id)
-                    receipts.entry_ids.append(entry_id)
-            if failure is not None:
-                if receipts.sequence_ids:
-                    yield broker_pb2.ProducerResponse(receipts=receipts)
-                    receipts = broker_pb2.SendReceipts()
-                yield broker_pb2.ProducerResponse(
-                    send_error=broker_pb2.SendError(sequence_id=seq, error=failure)
-                )
-            item = pending.get_ready()
-        if receipts.sequence_ids:
-            yield broker_pb2.ProducerResponse(receipts=receipts)
-
-    async def _read_sends(
-        self,
-        iterator: AsyncIterator[broker_pb2.ProducerRequest],
-        topic: TopicBase,
-        producer: Producer,
-        pending: _SendQueue,
-    ) -> None:
-        try:
-            async for req in iterator:
-                kind = req.WhichOneof("request")
-                if kind == "close":
-                    break
-                if kind != "send":
-                    await pending.put(
-                        (0, error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}"))
-                    )
-                    continue
-                if topic.closing:
-                    break  # unloading: what was not taken is sent again elsewhere
-                await self._take(req.send, topic, producer, pending)
-        except Exception as exc:
-            log.debug("producer stream %s ended: %s", producer.name, exc)
-        finally:
-            await pending.put(None)
-
-    async def _take(
-        self,
-        send: broker_pb2.SendEntries,
-        topic: TopicBase,
-        producer: Producer,
-        pending: _SendQueue,
-    ) -> None:
-        """Hand one request's entries to the topic, in order."""
-        if not (len(send.sequence_ids) == len(send.num_messages) == len(send.entries)):
-            refusal = error(
-                common_pb2.INVALID_ARGUMENT,
-                "sequence_ids, num_messages and entries differ in length",
-            )
-            await pending.put((send.sequence_ids[0] if send.sequence_ids else 0, refusal))
-            return
-        for seq, count, entry in zip(
-            send.sequence_ids, send.num_messages, send.entries, strict=True
-        ):
-            try:
-                stored = await topic.publish(producer, seq, count, entry)
-            except MagnetarServerError as exc:
-                await pending.put((seq, exc.to_proto()))
-                continue
-            await pending.put((seq, stored))
-
-
-def _ending(marker: _Send, topic: TopicBase, producer: Producer) -> common_pb2.Error:
-    if marker is _MOVED:
-        return error(
-            common_pb2.SERVICE_NOT_READY,
-            f"{topic.name} was unloaded from this broker; look it up again",
-        )
-    return error(
-        common_pb2.PRODUCER_FENCED,
-        f"producer {producer.name} on {topic.name} was fenced by a newer "
-        "ExclusiveWithFencing producer",
-    )
+async def _read(
+    iterator: AsyncIterator[broker_pb2.ProducerRequest],
+    pipeline: SendPipeline,
+    room: asyncio.Event,
+    answers: asyncio.Queue,
+    limit: int,
+) -> None:
+    """A ``Produce`` stream's requests into its pipeline, not read on while
+    the pipeline holds requests it has not taken, or ``limit`` answers wait
+    to be sent."""
+    try:
+        async for req in iterator:
+            if not hand_over(pipeline, req):
+                return
+            while pipeline.waiting_requests or answers.qsize() >= limit:
+                room.clear()
+                await room.wait()
+    except Exception as exc:
+        log.debug("producer stream %s ended: %s", pipeline.producer.name, exc)
+    finally:
+        pipeline.close()

@@ -323,9 +323,9 @@ class BrokerSettings:
     )
     max_pending_publish_requests_per_connection: int = setting(
         10000,
-        "Publish requests a `ProduceMany` connection may have read ahead of its producers "
-        "(past it the connection is not read until they take some), and answers it may hold "
-        "unsent (past it its producers wait).",
+        "Publish requests a `ProduceMany` connection may have read ahead of its producers, "
+        "and answers it may hold unsent: past either the connection is not read until "
+        "its producers take some or its answers go.",
     )
     stats_update_frequency_in_secs: float = setting(
         60.0,

@@ -3,10 +3,12 @@ its subscriptions, and the publish path; :class:`Topic` is a persistent
 topic on its managed ledger.
 
 Theory of operation. Every entry a producer sends goes through
-:meth:`TopicBase.publish`, which waits while too many writes are in flight,
-asks :func:`broker.dedup.admit` whether to store it (refused, duplicate,
-in flight or admitted, as Pulsar's ``PersistentTopic.publishMessage``
-decides), stores it and counts it once stored. Producer access modes follow
+:meth:`TopicBase.publish_now` (after :meth:`TopicBase.publish`'s waits for
+a backlog quota, a publish rate or room in the ledger, when there are any),
+which asks :func:`broker.dedup.admit` whether to store it (refused,
+duplicate, in flight or admitted, as Pulsar's
+``PersistentTopic.publishMessage`` decides), stores it and counts it once
+stored. Producer access modes follow
 the seed: Shared producers coexist; an Exclusive producer must be alone;
 WaitForExclusive waits until it is; ExclusiveWithFencing fences the others.
 """
@@ -30,7 +32,7 @@ from broker.meter import Meter
 from broker.metrics import TopicMetrics
 from broker.modes import ProducerAccessMode, SubscriptionType
 from broker.policies import AppliedPolicies, Policies, applied
-from broker.producer import Producer, PublishGate, unique_producer_ids
+from broker.producer import Producer, PublishGate, unique_producer_name
 from broker.publish_time import find_by_publish_time
 from broker.rate_limits import TopicRates
 from broker.settings import BrokerSettings
@@ -150,19 +152,39 @@ class TopicBase:
 
     # ---------------------------------------------------------------- publishing
 
+    def publish_waits(self) -> bool:
+        """Must a publish wait (backlog quota, publish rate, a full ledger)?"""
+        return (
+            (self.gate is not None and bool(self.policies.backlog_quotas))
+            or self.rates.publish is not None
+            or not self.has_room()
+        )
+
     async def publish(
         self, producer: Producer, sequence_id: int, messages: int, entry: bytes
     ) -> asyncio.Future:
         """Store one entry of ``producer`` (first sequence id ``sequence_id``,
-        ``messages`` messages): a future of its position, (-1, -1) for a
-        duplicate. BrokerError when it is refused or still in flight."""
-        self.last_active_s = time.monotonic()
+        ``messages`` messages) after the waits it needs: :meth:`publish_now`."""
         if self.gate is not None and self.policies.backlog_quotas:
             await self.gate.admit()  # refused or held while over a backlog quota
-        if self.rates.publish is not None:
-            await self._throttle_publish(messages, len(entry))
+        throttle = self.rates.publish
+        if throttle is not None:  # over the rate it waits, as Pulsar stops reading
+            wait = throttle.wait_s(time.monotonic())
+            if wait > 0:
+                self.metrics.publish_throttled += 1
+                await asyncio.sleep(wait)  # the rate limit itself, not a synchronisation
+            throttle.take(messages, len(entry), time.monotonic())
         if not self.has_room():
             await self.wait_for_room()  # after any ledger switch the dedup state must see
+        return self.publish_now(producer, sequence_id, messages, entry)
+
+    def publish_now(
+        self, producer: Producer, sequence_id: int, messages: int, entry: bytes
+    ) -> asyncio.Future:
+        """Store one entry with nothing left to wait for: a future of its
+        position, (-1, -1) for a duplicate. BrokerError when it is refused
+        or still in flight."""
+        self.last_active_s = time.monotonic()
         # After every wait and with none before the store: a terminate that
         # began meanwhile refuses this entry (broker.termination).
         if self.terminated_at is not None:
@@ -180,28 +202,14 @@ class TopicBase:
         if tracked is not None:
             self.dedup.pushed_to(producer.name, tracked)
         producer.last_sequence_id = max(producer.last_sequence_id, admission.highest)
-        self.last_store = self._store(
-            entry,
-            messages,
-            functools.partial(self._stored, producer, messages, len(entry), tracked),
-        )
+        stored = functools.partial(self._stored, producer, messages, len(entry), tracked)
+        self.last_store = self._store(entry, messages, stored)
         return self.last_store
 
     def _terminated_error(self) -> BrokerError:
         return BrokerError(
             f"{self.name} was terminated: it takes no more messages", common_pb2.TOPIC_TERMINATED
         )
-
-    async def _throttle_publish(self, messages: int, size: int) -> None:
-        """The publish rate: a producer over it waits (its later sends wait
-        behind it, so order holds), as Pulsar pauses reading its connection."""
-        throttle = self.rates.publish
-        assert throttle is not None
-        wait = throttle.wait_s(time.monotonic())
-        if wait > 0:
-            self.metrics.publish_throttled += 1
-            await asyncio.sleep(wait)  # the rate limit itself, not a synchronisation
-        throttle.take(messages, size, time.monotonic())
 
     def _stored(
         self,
@@ -385,10 +393,8 @@ class TopicBase:
     # ---------------------------------------------------------------- producers
 
     def _exclusive_holder(self) -> Producer | None:
-        for p in self.producers.values():
-            if p.access_mode != ProducerAccessMode.SHARED:
-                return p
-        return None
+        shared = ProducerAccessMode.SHARED
+        return next((p for p in self.producers.values() if p.access_mode != shared), None)
 
     async def add_producer(
         self,
@@ -412,7 +418,7 @@ class TopicBase:
                 common_pb2.PRODUCER_BUSY,
             )
         self._check_room_for_producer(requested_name)
-        name = requested_name or self._unique_producer_name(broker_name)
+        name = requested_name or unique_producer_name(broker_name, self.producers)
         producer = Producer(name, access_mode, meter=Meter(self.metrics.window_s))
         self.producers[name] = producer
         self.last_active_s = time.monotonic()
@@ -448,12 +454,6 @@ class TopicBase:
                 f"a producer named {requested_name!r} is already connected to {self.name}",
                 common_pb2.PRODUCER_BUSY,
             )
-
-    def _unique_producer_name(self, broker_name: str) -> str:
-        name = f"{broker_name}-{next(unique_producer_ids)}"
-        while name in self.producers:
-            name = f"{broker_name}-{next(unique_producer_ids)}"
-        return name
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
