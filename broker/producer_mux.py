@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Callable
 from broker.producer_stream import ProducerStream, hand_over, response_of
 from broker.send_pipeline import Answer, Ended, SendPipeline
 from protos import broker_pb2, common_pb2
-from protos.errors import error
+from protos.errors import error, error_of
 from protos.frames import encode_frame
 
 log = logging.getLogger(__name__)
@@ -180,13 +180,18 @@ class _Connection:
             topic.remove_producer(producer)
             return
         self.outbox.put_now(encode_frame(sid, created.SerializeToString()))
-        pipeline = SendPipeline(
-            topic,
-            producer,
-            self.max_pending_entries,
-            functools.partial(self._answer, stream),
-            self._took,
-        )
+        try:
+            pipeline = SendPipeline(
+                topic,
+                producer,
+                self.max_pending_entries,
+                functools.partial(self._answer, stream),
+                self._took,
+            )
+        except Exception as exc:
+            topic.remove_producer(producer)
+            self._answer(stream, Ended(error_of(exc)))
+            raise
         stream.pipeline = pipeline
         early, stream.early = stream.early, []
         for req in early:

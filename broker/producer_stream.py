@@ -58,7 +58,7 @@ def hand_over(pipeline: SendPipeline, req: broker_pb2.ProducerRequest) -> bool:
         pipeline.put_send(send.sequence_ids, send.num_messages, send.entries)
         return True
     if kind == "close":
-        pipeline.close()
+        pipeline.put_close()
         return False
     pipeline.refuse(error(common_pb2.INVALID_ARGUMENT, f"unexpected {kind!r}"))
     return True
@@ -106,15 +106,17 @@ class ProducerStream:
         except StopAsyncIteration:
             return
         created, topic, producer = await self.create(first, authorize_first=False)
-        yield created
         if topic is None or producer is None:
+            yield created
             return
         limit = self.settings.max_pending_publish_entries_per_producer
         answers: asyncio.Queue[Answer] = asyncio.Queue()
         room = asyncio.Event()
         pipeline = SendPipeline(topic, producer, limit, answers.put_nowait, lambda _: room.set())
-        reader = asyncio.create_task(_read(iterator, pipeline, room, answers, limit))
+        reader: asyncio.Task | None = None
         try:
+            yield created
+            reader = asyncio.create_task(_read(iterator, pipeline, room, answers, limit))
             while True:
                 answer = await answers.get()
                 room.set()
@@ -123,7 +125,8 @@ class ProducerStream:
                 if isinstance(answer, Ended):
                     break
         finally:
-            reader.cancel()
+            if reader is not None:
+                reader.cancel()
             pipeline.abort()
 
     async def create(
@@ -154,13 +157,17 @@ class ProducerStream:
                 topic.remove_producer(producer)
         if denied is not None:
             return broker_pb2.ProducerResponse(error=denied), None, None
-        created = broker_pb2.ProducerCreated(
-            producer_name=producer.name,
-            last_sequence_id=topic.last_sequence_id(producer),
-            max_message_size=self.settings.max_message_size,
-            topic=topic.name.full_name,
-            schema_version=encode_version(producer.schema_version),
-        )
+        try:
+            created = broker_pb2.ProducerCreated(
+                producer_name=producer.name,
+                last_sequence_id=topic.last_sequence_id(producer),
+                max_message_size=self.settings.max_message_size,
+                topic=topic.name.full_name,
+                schema_version=encode_version(producer.schema_version),
+            )
+        except Exception as exc:
+            topic.remove_producer(producer)
+            return broker_pb2.ProducerResponse(error=error_of(exc)), None, None
         return broker_pb2.ProducerResponse(created=created), topic, producer
 
     async def _still_allowed(self, role: str | None, topic: str, subscription: str) -> bool:

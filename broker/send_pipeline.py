@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,8 @@ from broker.producer import Producer
 from broker.topic import TopicBase
 from protos import common_pb2
 from protos.errors import MagnetarServerError, error, error_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -135,6 +138,12 @@ class SendPipeline:
         self._again = False
         producer.on_fenced = self.fence
         producer.on_topic_closed = self.moved
+        # Fenced or unloaded while it was being created (before these
+        # callbacks were set): told now.
+        if topic.producers.get(producer.name) is not producer:
+            self.fence()
+        elif topic.closing:
+            self.moved()
 
     # ------------------------------------------------------------ requests
 
@@ -165,9 +174,15 @@ class SendPipeline:
         self._advance()
 
     def close(self) -> None:
-        """No more requests: the stream ends once every send is answered."""
+        """No more requests (the client ended its stream): the stream ends
+        once every send is answered."""
         self.half_closed = True
         self._advance()
+
+    def put_close(self) -> None:
+        """The client's close request: taken at once, then :meth:`close`."""
+        self.taken(1)
+        self.close()
 
     def fence(self) -> None:
         self._finish(
@@ -182,10 +197,8 @@ class SendPipeline:
         if self.over:
             return
         self._stop()
-        self.ending = error(
-            common_pb2.SERVICE_NOT_READY,
-            f"{self.topic.name} was unloaded from this broker; look it up again",
-        )
+        if self.waiter is not None:
+            self.waiter.cancel()  # (its entry is not stored: none waits after the store)
         self._advance()
 
     def abort(self) -> None:
@@ -194,6 +207,7 @@ class SendPipeline:
             self.over = True
             if self.waiter is not None:
                 self.waiter.cancel()
+            self._stop()
             self._leave()
 
     @property
@@ -253,6 +267,7 @@ class SendPipeline:
         while backlog and len(pending) < self.max_pending:
             if topic.publish_waits() and backlog[0].refusal is None:
                 self.waiter = asyncio.create_task(self._publish_waiting())
+                self.waiter.add_done_callback(self._waited)
                 return
             entry = self._next_entry()
             if entry is None:
@@ -263,6 +278,9 @@ class SendPipeline:
             except MagnetarServerError as exc:
                 pending.append((seq, exc.to_proto()))
                 continue
+            except Exception:
+                self._broken(seq)
+                return
             pending.append((seq, stored))
             stored.add_done_callback(self._settled)
 
@@ -270,24 +288,38 @@ class SendPipeline:
         """Entries one by one through the topic's waits (a backlog quota
         held, a publish rate, a full ledger), until none must wait."""
         topic, backlog, pending = self.topic, self.backlog, self.pending
-        try:
-            while backlog and len(pending) < self.max_pending and not self.over:
-                if not topic.publish_waits() and backlog[0].refusal is None:
-                    break  # the quick path again
-                entry = self._next_entry()
-                if entry is None:
-                    continue
-                seq, count, payload = entry
-                try:
-                    stored = await topic.publish(self.producer, seq, count, payload)
-                except MagnetarServerError as exc:
-                    pending.append((seq, exc.to_proto()))
-                    continue
-                pending.append((seq, stored))
-                stored.add_done_callback(self._settled)
-        finally:
+        while backlog and len(pending) < self.max_pending and not self.over:
+            if not topic.publish_waits() and backlog[0].refusal is None:
+                return  # the quick path again
+            entry = self._next_entry()
+            if entry is None:
+                continue
+            seq, count, payload = entry
+            try:
+                stored = await topic.publish(self.producer, seq, count, payload)
+            except MagnetarServerError as exc:
+                pending.append((seq, exc.to_proto()))
+                continue
+            except Exception:
+                self._broken(seq)
+                return
+            pending.append((seq, stored))
+            stored.add_done_callback(self._settled)
+
+    def _waited(self, task: asyncio.Task) -> None:
+        if self.waiter is task:
             self.waiter = None
-        self._advance()
+        if not self.over:
+            self._advance()
+
+    def _broken(self, seq: int) -> None:
+        """A publish failed in a way no send can be answered with: logged,
+        and the stream ends once the sends taken are answered, retryable
+        (what has no receipt is sent again)."""
+        log.exception(
+            "%s: publishing entry %d of %s failed", self.topic.name, seq, self.producer.name
+        )
+        self._stop()
 
     def _took_head(self) -> None:
         self.backlog.popleft()
@@ -322,7 +354,7 @@ class SendPipeline:
                 if isinstance(exc, ManagedLedgerFencedError):
                     # The topic moved: what has no receipt yet is resent to
                     # the new owner after the producer looks it up again.
-                    if seqs:
+                    if seqs and not self.over:
                         self.answer(Receipts(seqs, ledgers, entries))
                     self._finish(exc.to_proto())
                     return answered
@@ -332,14 +364,21 @@ class SendPipeline:
             if seqs:
                 self.answer(Receipts(seqs, ledgers, entries))
                 seqs, ledgers, entries = [], [], []
-            self.answer(SendFailed(seq, outcome))
-        if seqs:
+            if not self.over:
+                self.answer(SendFailed(seq, outcome))
+        if seqs and not self.over:
             self.answer(Receipts(seqs, ledgers, entries))
         return answered
 
     def _stop(self) -> None:
-        """Take no more requests (those waiting are dropped)."""
+        """Take no more requests (those waiting are dropped); the stream
+        ends with a retryable error once the sends taken are answered."""
         self.stopped = True
+        if self.ending is None:
+            self.ending = error(
+                common_pb2.SERVICE_NOT_READY,
+                f"{self.topic.name} was unloaded from this broker; look it up again",
+            )
         if self.backlog:
             dropped = len(self.backlog)
             self.backlog.clear()

@@ -1,7 +1,8 @@
 """Every producer of a client connection on one ``ProduceMany`` stream
 (client/_produce_mux.py, broker/producer_mux.py): the bound on the streams
 of one connection, a stream freed when its producer closes, and a
-partitioned producer's partitions sharing the stream."""
+partitioned producer's partitions sharing the stream, and the bound on
+what a connection reads ahead."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ from client.admin import Admin
 from tests.harness import StandaloneCluster, wait_for
 
 LIMIT = 3
+PENDING = 4  # max_pending_publish_requests_per_connection
 
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     c = StandaloneCluster(
         tmp_path_factory.mktemp("mux") / "data",
-        env={"MAGNETAR_BROKER_MAX_PRODUCER_STREAMS_PER_CONNECTION": str(LIMIT)},
+        env={
+            "MAGNETAR_BROKER_MAX_PRODUCER_STREAMS_PER_CONNECTION": str(LIMIT),
+            "MAGNETAR_BROKER_MAX_PENDING_PUBLISH_REQUESTS_PER_CONNECTION": str(PENDING),
+        },
     )
     c.start()
     yield c
@@ -75,3 +80,15 @@ def test_the_partitions_of_a_producer_share_one_stream_and_keep_their_order(boun
             consumer.acknowledge(m)
         assert sorted(got) == sorted(keys)
         assert all(ns == sorted(ns) and len(ns) == 50 for ns in got.values())
+
+
+def test_a_connection_whose_producers_closed_often_is_still_read(bounded):
+    """Every request read counts against the connection's read-ahead until
+    its producer takes it, the close request included: more closes than the
+    bound must leave the connection read."""
+    with Client(bounded.service_url, operation_timeout_seconds=10) as c:
+        for i in range(3 * PENDING):
+            c.create_producer(f"mux-closing-{i}").close()
+        p = c.create_producer("mux-closing-last")
+        for i in range(3 * PENDING):  # more sends than the bound, one at a time
+            p.send(f"m{i}".encode())

@@ -34,6 +34,7 @@ class _Topic:
         self.futures: dict[int, asyncio.Future] = {}
         self.published: list[int] = []
         self.removed: list[Producer] = []
+        self.producers: dict[str, Producer] = {}
 
     def publish_waits(self) -> bool:
         return self.waits
@@ -51,6 +52,8 @@ class _Topic:
 
     def remove_producer(self, producer: Producer) -> None:
         self.removed.append(producer)
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
 
 
 def _short(answer: Answer) -> str:
@@ -73,18 +76,25 @@ async def _turns(n: int = 3) -> None:
 
 
 class _Run:
-    def __init__(self, max_pending: int) -> None:
-        self.topic = _Topic()
+    def __init__(self, max_pending: int, topic: _Topic | None = None) -> None:
+        self.topic = topic or _Topic()
         self.producer = Producer("p")
+        self.topic.producers["p"] = self.producer
         self.answers: list[str] = []
+        self.ends: list[Ended] = []
         self.taken = 0
         self.pipeline = SendPipeline(
             self.topic,  # type: ignore[arg-type]
             self.producer,
             max_pending,
-            lambda a: self.answers.append(_short(a)),
+            self._answer,
             self._took,
         )
+
+    def _answer(self, answer: Answer) -> None:
+        self.answers.append(_short(answer))
+        if isinstance(answer, Ended):
+            self.ends.append(answer)
 
     def _took(self, n: int) -> None:
         self.taken += n
@@ -106,9 +116,12 @@ class _Run:
                 topic.refused.update(args)
             case "waits":
                 topic.waits = True
-            case "waits-no-more":
+            case "waits-no-more":  # (what waits already still waits for the gate)
                 topic.waits = False
+            case "open-gate":
                 topic.gate.set()
+            case "published":
+                assert topic.published == list(args), topic.published
             case "topic-closing":
                 topic.closing = True
             case _:
@@ -127,7 +140,7 @@ class _Run:
                 pipeline.refuse(refusal)
             case "empty":
                 pipeline.put_send([], [], [])
-            case "close" | "fence" | "moved" | "abort":
+            case "close" | "put_close" | "fence" | "moved" | "abort":
                 getattr(pipeline, action)()
             case _:
                 raise AssertionError(action)
@@ -178,21 +191,32 @@ SCENARIOS: dict[str, tuple[list[tuple], list[str]]] = {
         [("send", 1, 2), ("moved",), ("send", 3), ("store", 1, 2)],
         ["ok 1,2", "end SERVICE_NOT_READY"],
     ),
-    "a request reaching a closing topic is not taken; the stream ends": (
+    "a request reaching a closing topic is not taken; the stream ends, retryable": (
         [("send", 1), ("topic-closing",), ("send", 2), ("store", 1)],
-        ["ok 1", "end"],
+        ["ok 1", "end SERVICE_NOT_READY"],
     ),
     "sends that must wait keep their order with those that need not": (
         [
             ("send", 1),
             ("waits",),
-            ("send", 2),
+            ("send", 2),  # held at the gate
             ("send", 3),
             ("waits-no-more",),
-            ("send", 4),
+            ("send", 4),  # could go at once, but not ahead of 2 and 3
+            ("published", 1),
+            ("open-gate",),
+            ("published", 1, 2, 3, 4),
             ("store", 1, 2, 3, 4),
         ],
         ["ok 1,2,3,4"],
+    ),
+    "a producer moved while a send waits ends without waiting; the send is not stored": (
+        [("send", 1), ("store", 1), ("waits",), ("send", 2), ("moved",), ("open-gate",)],
+        ["ok 1", "end SERVICE_NOT_READY"],
+    ),
+    "a close request ends the stream like the end of the client's stream": (
+        [("send", 1), ("put_close",), ("send", 2), ("store", 1)],
+        ["ok 1", "end"],
     ),
     "an empty request is taken and answers nothing": (
         [("empty",), ("send", 1), ("store", 1), ("close",)],
@@ -249,19 +273,76 @@ def test_past_max_pending_requests_wait_and_are_taken_as_answers_make_room() -> 
     asyncio.run(scenario())
 
 
-def test_every_request_read_is_counted_taken_once_however_the_stream_ends() -> None:
-    """The front-end's read-ahead count depends on it: a request is taken
-    when it is handed over, or when it is dropped."""
+@pytest.mark.parametrize(
+    "ending",
+    [
+        [("moved",), ("store", 1)],
+        [("fence",)],
+        [("topic-closing",), ("store", 1)],
+        [("put_close",), ("store", 1), ("store", 2), ("store", 3)],  # a close drops nothing
+        [("abort",)],
+        [("waits",), ("store", 1), ("moved",)],  # while one waits at the gate
+        [("fail", 1, ManagedLedgerFencedError("fenced"))],
+    ],
+)
+def test_every_request_read_is_counted_taken_once_however_the_stream_ends(ending) -> None:
+    """The front-end's read-ahead depends on it: a request is taken when it
+    is handed over, refused or dropped, and only once."""
 
-    async def scenario(ending: list[tuple]) -> int:
+    async def scenario() -> None:
         run = _Run(max_pending=1)
+        reads = 0
         for seq in (1, 2, 3):
             await run.step("send", seq)
+            reads += 1
+        assert run.taken == 1  # 2 and 3 wait for room
         for step in ending:
             await run.step(*step)
-        assert run.answers[-1].startswith("end")
+            reads += step[0] == "put_close"
+        assert run.pipeline.over
         await run.step("send", 4)  # after the end: dropped
-        return run.taken
+        reads += 1
+        assert run.taken == reads
+        assert run.pipeline.waiting_requests == 0
 
-    for ending in ([("moved",), ("store", 1)], [("fence",)], [("topic-closing",), ("store", 1)]):
-        assert asyncio.run(scenario(ending)) == 4, ending
+    asyncio.run(scenario())
+
+
+def test_a_ledger_fenced_under_a_send_ends_with_the_ledger_s_error() -> None:
+    async def scenario() -> Ended:
+        run = _Run(max_pending=10)
+        await run.step("send", 1)
+        await run.step("fail", 1, ManagedLedgerFencedError("ledger 9 was fenced by another broker"))
+        return run.ends[0]
+
+    end = asyncio.run(scenario())
+    assert end.error is not None and "fenced by another broker" in end.error.message
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [("fenced", "end PRODUCER_FENCED"), ("closing", "end SERVICE_NOT_READY")],
+)
+def test_a_producer_fenced_or_unloaded_while_it_was_created_is_told_at_once(before, expected):
+    """Before its pipeline existed nobody heard the fence or the unload."""
+
+    async def scenario() -> None:
+        topic = _Topic()
+        producer = Producer("p")
+        if before == "closing":
+            topic.producers["p"] = producer
+            topic.closing = True
+        # (fenced: a newer ExclusiveWithFencing producer removed it already)
+        answers: list[str] = []
+        pipeline = SendPipeline(
+            topic,  # type: ignore[arg-type]
+            producer,
+            10,
+            lambda a: answers.append(_short(a)),
+            lambda n: None,
+        )
+        await _turns()
+        assert pipeline.over and answers == [expected]
+        assert "p" not in topic.producers
+
+    asyncio.run(scenario())
