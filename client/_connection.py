@@ -129,6 +129,19 @@ def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> N
     inbox.post(fn)
 
 
+def call_soon_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:
+    """Run ``fn`` on ``loop`` at its next turn, from any thread (on the loop:
+    after what this turn has still to do, so work of the turn is done once)."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        loop.call_soon(fn)
+    else:
+        call_in_loop(loop, fn)
+
+
 # gRPC's own reconnection backoff on the SDK's channels (first and largest,
 # ms; gRPC's defaults are 1 s and 120 s): a channel to a broker that was down
 # notices it is back within this, so ``ensure_ready`` can fail fast while the

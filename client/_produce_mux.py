@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -130,7 +131,7 @@ class ProduceMux:
                     if call is None:
                         continue
                     if frame.HasField("response"):
-                        call.answers.put_nowait(frame.response)
+                        call.answer(frame.response)
                     if frame.end:
                         del self._calls[frame.id]
                         call.answers.put_nowait(grpc.aio.EOF)
@@ -190,18 +191,31 @@ class ProducerCall:
         # The broker's answers (bounded by the producer's sends in flight),
         # then EOF or the gRPC call's failure.
         self.answers: asyncio.Queue = asyncio.Queue()
+        # Takes an answer as it is read (True), unless answers wait in the
+        # queue: then it queues behind them, so the engine sees them in order.
+        self.on_answer: Callable[[Any, ProducerCall], bool] | None = None
         self._last: Any = None
         self._ended = False
+
+    def answer(self, response: Any) -> None:
+        on_answer = self.on_answer
+        try:
+            if on_answer is not None and self.answers.empty() and on_answer(response, self):
+                return
+        except Exception as exc:  # this producer's reader fails on it (and reconnects)
+            self.answers.put_nowait(exc)
+            return
+        self.answers.put_nowait(response)
 
     async def write(self, request: broker_pb2.ProducerRequest) -> None:
         if self._ended:
             raise asyncio.InvalidStateError("the producer stream was ended")
         self.mux.send(self, encode_frame(self.stream_id, request.SerializeToString()))
 
-    async def write_send(
+    def send_entries(
         self, sequence_ids: list[int], num_messages: list[int], entries: list[bytes]
     ) -> None:
-        """``write`` of a send request (``encode_send_frame``)."""
+        """``write`` of a send request (``encode_send_frame``), at once."""
         if self._ended:
             raise asyncio.InvalidStateError("the producer stream was ended")
         frame = encode_send_frame(self.stream_id, sequence_ids, num_messages, entries)

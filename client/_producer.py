@@ -27,6 +27,7 @@ from client._connection import (
     Connection,
     Resolver,
     call_in_loop,
+    call_soon_in_loop,
     open_stream,
     retry_with_backoff,
 )
@@ -112,14 +113,14 @@ def group_by_key(messages: list[PendingMessage]) -> list[list[PendingMessage]]:
     return list(groups.values())
 
 
-async def _write_batches(call: ProducerCall, batches: Iterable[_Batch]) -> None:
+def _send_batches(call: ProducerCall, batches: Iterable[_Batch]) -> None:
     """One send request of these entries (a chunk but the last counts 1)."""
     seqs, nums, entries = [], [], []
     for b in batches:
         seqs.append(b.sequence_id)
         nums.append(b.num_messages or 1)
         entries.append(b.entry)
-    await call.write_send(seqs, nums, entries)
+    call.send_entries(seqs, nums, entries)
 
 
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy)
@@ -407,7 +408,7 @@ class ProducerEngine:
             if self._kicked:
                 return
             self._kicked = True
-        call_in_loop(self.loop, self._wake.set)
+        call_soon_in_loop(self.loop, self._send_ready)
 
     def _arm_timer(self) -> None:
         self.loop.call_later(self.opts.batching_max_publish_delay_ms / 1000, self._timer_fired)
@@ -438,32 +439,37 @@ class ProducerEngine:
 
     # ------------------------------------------------------------ loop side
 
+    def _send_ready(self) -> None:
+        """The sealed batches go on the stream, in one request (once per
+        loop turn: _kick); while the producer reconnects, the writer sends
+        them once it is back."""
+        if not self._connected.is_set():
+            self._wake.set()
+            return
+        with self._lock:
+            self._kicked = False
+            batches = list(self._ready)
+            self._ready.clear()
+        if not batches:
+            return
+        now = time.monotonic()
+        for b in batches:
+            b.sent_at = now
+            self._inflight.append(b)
+        try:
+            assert self._call is not None
+            _send_batches(self._call, batches)
+        except Exception as exc:
+            # The stream broke: the reader reconnects and sends them again.
+            log.debug("%s: sending failed (%s); resent after reconnecting", self.topic, exc)
+
     async def _writer(self) -> None:
+        """What was sealed while the producer reconnected, once it is back."""
         while True:
             await self._wake.wait()
             self._wake.clear()
             await self._connected.wait()
-            with self._lock:
-                self._kicked = False
-                batches = list(self._ready)
-                self._ready.clear()
-            if not batches:
-                continue
-            now = time.monotonic()
-            for b in batches:
-                b.sent_at = now
-                self._inflight.append(b)
-            try:
-                assert self._call is not None
-                await _write_batches(self._call, batches)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise  # the producer is closing
-                # The reader cancelled the broken call to reconnect: resent then.
-            except Exception as exc:
-                # The stream broke: the reader reconnects and sends them again.
-                log.debug("%s: sending failed (%s); resent after reconnecting", self.topic, exc)
+            self._send_ready()
 
     async def _reader(self) -> None:
         while not self.closed and self.failure is None:
@@ -481,19 +487,12 @@ class ProducerEngine:
         reconnect), or the broker's final error."""
         call = self._call
         assert call is not None
+        call.on_answer = self._on_answer  # receipts are taken as they are read
         try:
             while (resp := await call.read()) is not grpc.aio.EOF:
-                kind = resp.WhichOneof("response")
-                if kind == "receipts":
-                    r = resp.receipts
-                    for seq, ledger_id, entry_id in zip(
-                        r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
-                    ):
-                        self._complete(seq, ledger_id, entry_id, None)
-                elif kind == "send_error":
-                    error = from_wire(resp.send_error.error)
-                    self._complete(resp.send_error.sequence_id, -1, -1, error)
-                elif kind == "error":
+                if self._on_answer(resp, call):
+                    continue
+                if resp.WhichOneof("response") == "error":
                     if resp.error.code not in RECONNECT_CODES:
                         return from_wire(resp.error)
                     return str(resp.error.message)
@@ -502,6 +501,26 @@ class ProducerEngine:
         except Exception as exc:
             return f"the connection failed: {exc}"
         return "the broker closed the stream"
+
+    def _on_answer(self, resp: broker_pb2.ProducerResponse, call: ProducerCall) -> bool:
+        """Complete the sends a receipt or a send error answers (True);
+        anything else is for the reader (False). Called by the connection
+        as it reads them, or by the reader."""
+        if call is not self._call:
+            return False  # a stream given up: its answers are not read
+        kind = resp.WhichOneof("response")
+        if kind == "receipts":
+            r = resp.receipts
+            for seq, ledger_id, entry_id in zip(
+                r.sequence_ids, r.ledger_ids, r.entry_ids, strict=True
+            ):
+                self._complete(seq, ledger_id, entry_id, None)
+            return True
+        if kind == "send_error":
+            error = from_wire(resp.send_error.error)
+            self._complete(resp.send_error.sequence_id, -1, -1, error)
+            return True
+        return False
 
     async def _reconnect(self) -> None:
         """Look the topic up again, recreate the producer, resend what has no
@@ -514,7 +533,7 @@ class ProducerEngine:
         async def attempt() -> None:
             await self._open_stream()
             if self._inflight:
-                await _write_batches(self._call, list(self._inflight))  # type: ignore[arg-type]
+                _send_batches(self._call, list(self._inflight))  # type: ignore[arg-type]
 
         await retry_with_backoff(
             attempt,
