@@ -4,6 +4,7 @@ answer, and topic lookups."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import threading
@@ -130,8 +131,10 @@ def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> N
 
 
 def call_soon_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:
-    """Run ``fn`` on ``loop`` at its next turn, from any thread (on the loop:
-    after what this turn has still to do, so work of the turn is done once)."""
+    """Run ``fn`` on ``loop`` a turn later, from any thread: on the loop, at
+    its next turn; from another thread, at the turn after the one that
+    takes the call. So what that turn (or the other thread meanwhile) adds
+    is done by the same call, as by a task woken then."""
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
@@ -139,7 +142,7 @@ def call_soon_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object])
     if running is loop:
         loop.call_soon(fn)
     else:
-        call_in_loop(loop, fn)
+        call_in_loop(loop, functools.partial(loop.call_soon, fn))
 
 
 # gRPC's own reconnection backoff on the SDK's channels (first and largest,

@@ -133,12 +133,15 @@ class ProduceMux:
                     if frame.HasField("response"):
                         call.answer(frame.response)
                     if frame.end:
-                        del self._calls[frame.id]
+                        self._calls.pop(frame.id, None)
                         call.answers.put_nowait(grpc.aio.EOF)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             failure = exc
+        except BaseException as exc:  # (from a send's callback): every producer hears it
+            self._ended(grpc_call, exc)
+            raise
         self._ended(grpc_call, failure)
 
     def _ended(self, grpc_call: Any, failure: Any) -> None:

@@ -5,9 +5,9 @@ any thread; the batch is sealed into one entry when it reaches
 ``batching_max_messages`` or ``batching_max_allowed_size_in_bytes``, when its
 ``batching_max_publish_delay_ms`` timer fires, on ``flush()``, or at once
 for a synchronous ``send``. Sealed entries wait in ``_ready`` until the
-event-loop writer sends everything ready in one stream message; the loop is
-woken once per sealed batch, not once per message. Receipts come back in
-send order and complete each message's callback with its MessageId.
+loop sends everything ready in one request (``_send_ready``, once per loop
+turn). Receipts come back in send order and complete each message's
+callback with its MessageId as the connection reads them (``_on_answer``).
 ``max_pending_messages`` bounds the messages between ``send`` and receipt.
 """
 
@@ -508,6 +508,8 @@ class ProducerEngine:
         as it reads them, or by the reader."""
         if call is not self._call:
             return False  # a stream given up: its answers are not read
+        if self.closed:
+            return True  # what was in flight failed with AlreadyClosed
         kind = resp.WhichOneof("response")
         if kind == "receipts":
             r = resp.receipts
