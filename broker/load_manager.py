@@ -59,6 +59,10 @@ from protos.serving import Listeners
 
 log = logging.getLogger(__name__)
 
+# A load report's pass over the topics lets the event loop run other work
+# this often.
+REPORT_STRIDE = 200
+
 # The shortest interval a CPU figure is measured over.
 CPU_SAMPLE_MIN_S = 1.0
 # How long the leader waits for an owner to unload or split a bundle.
@@ -107,14 +111,18 @@ class LoadManager:
 
     # ---------------------------------------------------------------- the report
 
-    def report(self) -> dict:
-        """This broker's load report (the document under /loadbalance/brokers/)."""
+    async def report(self) -> dict:
+        """This broker's load report (the document under /loadbalance/brokers/).
+        Its pass over the topics lets the loop go every ``REPORT_STRIDE``
+        topics (with 10,000 topics it took ~120 ms, every report)."""
         ownership = self.ownership
         bundles: dict[str, BundleLoad] = {
             metadata_paths.bundle_path(key): BundleLoad() for key in ownership.owned
         }
         rate_in = rate_out = bytes_in = bytes_out = 0.0
-        for topic in list(self.topics.topics.values()):
+        for i, topic in enumerate(list(self.topics.topics.values())):
+            if i and i % REPORT_STRIDE == 0:
+                await asyncio.sleep(0)  # other work between strides of a long pass
             m_in, b_in = topic.meter_in.rates()
             m_out, b_out = topic.meter_out.rates()
             rate_in, rate_out = rate_in + m_in, rate_out + m_out
@@ -169,7 +177,7 @@ class LoadManager:
         session = self.ownership.session
         if session is None or session.lost:
             return
-        report = self.report()
+        report = await self.report()
         await self.metastore.put(
             metadata_paths.broker_load(self.address),
             json.dumps(report).encode(),

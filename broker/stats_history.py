@@ -112,7 +112,7 @@ class StatsHistory:
             bundle = metadata_paths.bundle_path(key).rpartition("/")[2] if key else ""
             records.append(topic_record(snap, topic, bundle))
         lm = self.load_manager
-        records.append(broker_record(snap, lm.report(), lm.thresholds))
+        records.append(broker_record(snap, await lm.report(), lm.thresholds))
         if lm.is_leader:
             for bookie_id, stats in sorted((await self.ledgers.bookie_stats()).items()):
                 records.append(bookie_record(snap, bookie_id, stats))
