@@ -275,14 +275,11 @@ class SendPipeline:
             seq, count, payload = entry
             try:
                 stored = topic.publish_now(producer, seq, count, payload)
-            except MagnetarServerError as exc:
-                pending.append((seq, exc.to_proto()))
-                continue
-            except Exception:
-                self._broken(seq)
+            except Exception as exc:
+                if self._handed(seq, exc):
+                    continue
                 return
-            pending.append((seq, stored))
-            stored.add_done_callback(self._settled)
+            self._handed(seq, stored)
 
     async def _publish_waiting(self) -> None:
         """Entries one by one through the topic's waits (a backlog quota
@@ -297,14 +294,11 @@ class SendPipeline:
             seq, count, payload = entry
             try:
                 stored = await topic.publish(self.producer, seq, count, payload)
-            except MagnetarServerError as exc:
-                pending.append((seq, exc.to_proto()))
-                continue
-            except Exception:
-                self._broken(seq)
+            except Exception as exc:
+                if self._handed(seq, exc):
+                    continue
                 return
-            pending.append((seq, stored))
-            stored.add_done_callback(self._settled)
+            self._handed(seq, stored)
 
     def _waited(self, task: asyncio.Task) -> None:
         if self.waiter is task:
@@ -312,14 +306,27 @@ class SendPipeline:
         if not self.over:
             self._advance()
 
-    def _broken(self, seq: int) -> None:
-        """A publish failed in a way no send can be answered with: logged,
-        and the stream ends once the sends taken are answered, retryable
-        (what has no receipt is sent again)."""
-        log.exception(
-            "%s: publishing entry %d of %s failed", self.topic.name, seq, self.producer.name
+    def _handed(self, seq: int, outcome: asyncio.Future | Exception) -> bool:
+        """What the topic made of one entry: a future of its position, or a
+        refusal, pending in send order; False for a failure no send can be
+        answered with (logged; the stream ends once the sends taken are
+        answered, retryable: what has no receipt is sent again)."""
+        if isinstance(outcome, asyncio.Future):
+            self.pending.append((seq, outcome))
+            outcome.add_done_callback(self._settled)
+            return True
+        if isinstance(outcome, MagnetarServerError):
+            self.pending.append((seq, outcome.to_proto()))
+            return True
+        log.error(
+            "%s: publishing entry %d of %s failed",
+            self.topic.name,
+            seq,
+            self.producer.name,
+            exc_info=outcome,
         )
         self._stop()
+        return False
 
     def _took_head(self) -> None:
         self.backlog.popleft()
