@@ -83,13 +83,23 @@ class NamespaceBundles:
         return [BundleRange(lo, hi) for lo, hi in itertools.pairwise(b)]
 
     def bundle_for_hash(self, h: int) -> BundleRange:
+        return self.bundle_at(self.index_for_hash(h))
+
+    def index_for_hash(self, h: int) -> int:
+        """The index of the bundle holding hash ``h`` (see :meth:`bundle_at`)."""
         if not 0 <= h <= HASH_MAX:
             raise InvalidBundleError(f"hash {h} is outside the 32-bit space")
-        i = min(bisect.bisect_right(self.boundaries, h) - 1, len(self.boundaries) - 2)
-        return BundleRange(self.boundaries[i], self.boundaries[i + 1])
+        return min(bisect.bisect_right(self.boundaries, h) - 1, len(self.boundaries) - 2)
+
+    def bundle_at(self, index: int) -> BundleRange:
+        """The ``index``-th bundle, lowest first."""
+        return BundleRange(self.boundaries[index], self.boundaries[index + 1])
 
     def bundle_for_topic(self, full_topic_name: str) -> BundleRange:
         return self.bundle_for_hash(topic_crc32(full_topic_name))
+
+    def index_for_topic(self, full_topic_name: str) -> int:
+        return self.index_for_hash(topic_crc32(full_topic_name))
 
     def split(self, bundle: BundleRange) -> NamespaceBundles:
         """The bundles after cutting ``bundle`` in two halves."""

@@ -154,6 +154,11 @@ class Ownership:
         for name in await self.metastore.children(metadata_paths.bundles_of(ns)):
             await self.metastore.delete(metadata_paths.bundle(ns, name))
 
+    def cached_bundles(self, ns: str) -> NamespaceBundles | None:
+        """A namespace's cached boundaries (None if not cached)."""
+        cached = self._bundles.get(ns)
+        return None if cached is None else cached[0]
+
     def cached_bundle_key(self, name: TopicName) -> str | None:
         """The bundle key of a topic from cached boundaries (None if not cached)."""
         cached = self._bundles.get(name.namespace_name)

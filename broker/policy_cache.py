@@ -55,6 +55,10 @@ class PolicyCache:
         self._entries.pop(key, None)
         self._generation += 1
 
+    def peek(self, key: str) -> Stat | None:
+        """The kept copy of ``key``, if any (no read)."""
+        return self._entries.get(key) if self.live else None
+
     async def get(self, key: str) -> Stat | None:
         if self.live and key in self._entries:
             return self._entries[key]

@@ -24,8 +24,13 @@ ten thousand for a split of a crowded namespace). Applying a namespace's
 change reads no topic's overrides: each loaded topic keeps those it read
 (:meth:`broker.topics.TopicRegistry.reapply_policies`). The previous
 records are those of this watch's events (the watch's start applies
-everything), at most ``max_namespaces_cached`` of them; a namespace with
-none kept, or one some topic failed to apply, applies again.
+everything), at most ``max_namespaces_cached`` of them. A namespace with
+none kept compares with the copy in the policy cache, which is the record
+its loaded topics applied when it is older than the event (it was read
+after the record's previous event was handled, and any later change's event
+would have dropped it): so the first split after a broker loaded a crowded
+namespace applies nothing either. A namespace some topic failed to apply
+applies again at its next event.
 
 The same events keep authorization current: a changed namespace or tenant
 record is forgotten by the authorizer, and the producers and consumers of
@@ -79,7 +84,8 @@ class PolicyWatch:
                 self.policy_cache.start()
                 self.authorizer.forget()
                 await self.authorizer.recheck(self.topics.topics.values())
-                await self.topics.reapply_policies()
+                if not await self.topics.reapply_policies():
+                    self.records.no_stand_ins()
                 delay = RETRY_S_MIN
                 async for event in watch:
                     await self.changed(event)
@@ -97,12 +103,17 @@ class PolicyWatch:
     async def changed(self, event: WatchEvent) -> None:
         key = event.key
         if key.startswith(metadata_paths.POLICIES + "/"):
+            # What the loaded topics applied, if this event is newer (a copy
+            # read after the previous event of the record was handled: that
+            # event would have dropped it).
+            cached = self.policy_cache.peek(key)
+            applied = cached.value if cached and cached.mod_revision < event.revision else None
             self.policy_cache.changed(key)
             namespace = key.removeprefix(metadata_paths.POLICIES + "/")
             # The cached boundaries carry the record's version, which
             # guards bundle acquisition against splits: read them again.
             self.ownership.forget_bundles(namespace)
-            if self.records.only_bundles(namespace, event.type, event.value):
+            if self.records.only_bundles(namespace, event.type, event.value, applied):
                 self.events += 1
                 return
             self.authorizer.forget(namespace=namespace)
@@ -130,29 +141,58 @@ class PolicyWatch:
 
 class NamespaceRecords:
     """The record of each namespace's last watch event (at most ``max_entries``,
-    oldest out first), to tell an event that changed only bundle boundaries."""
+    oldest out first), to tell an event that changed only bundle boundaries.
+
+    With no event of the namespace kept, the record the loaded topics
+    applied stands in for it when the caller knows one (``applied``: the
+    policy cache's copy, read after the namespace's previous event was
+    handled; see :meth:`PolicyWatch.changed`). Never after some topic failed
+    to apply a change: a namespace whose event was not applied everywhere
+    keeps a mark until its next event, and if the bound pushes a mark out,
+    or the watch's start failed to apply somewhere, no namespace uses the
+    stand-in until the watch starts again."""
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._records: OrderedDict[str, bytes] = OrderedDict()
+        self._records: OrderedDict[str, bytes | None] = OrderedDict()  # None: not applied
+        self._stand_ins = True
 
-    def only_bundles(self, namespace: str, kind: str, value: bytes) -> bool:
+    def only_bundles(
+        self, namespace: str, kind: str, value: bytes, applied: bytes | None = None
+    ) -> bool:
         """Whether this event (``kind`` PUT or DELETE) changed only the
-        namespace's bundles since its last one; remembers it for the next."""
+        namespace's bundles since its last one (or since ``applied``, see
+        above); remembers it for the next."""
+        kept = namespace in self._records
         before = self._records.pop(namespace, None)
         if kind == "DELETE":
             return False
-        self._records[namespace] = value
-        while len(self._records) > self.max_entries:
-            self._records.popitem(last=False)
+        self._remember(namespace, value)
+        if not kept and self._stand_ins:
+            before = applied
         return before is not None and only_bundles_changed(before, value)
 
     def forget(self, namespace: str) -> None:
         """The namespace's last event was not applied everywhere: its next applies."""
         self._records.pop(namespace, None)
+        self._remember(namespace, None)
+
+    def no_stand_ins(self) -> None:
+        """Some topic failed to apply the watch's start: every namespace's
+        next event applies (until :meth:`clear`)."""
+        self._stand_ins = False
 
     def clear(self) -> None:
+        """The watch (re)started and applied everything."""
         self._records.clear()
+        self._stand_ins = True
+
+    def _remember(self, namespace: str, value: bytes | None) -> None:
+        self._records[namespace] = value
+        while len(self._records) > self.max_entries:
+            _, pushed_out = self._records.popitem(last=False)
+            if pushed_out is None:
+                self._stand_ins = False
 
 
 def only_bundles_changed(before: bytes, after: bytes) -> bool:

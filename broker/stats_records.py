@@ -4,15 +4,17 @@ packing into message batches for the stats topic.
 Every record has exactly the fields :mod:`protos.stats_schema` lists for
 its kind, in that order; the figures are the ones ``topics stats`` shows
 (:func:`broker.stats.topic_figures`), so the history and the admin view
-agree. Records are packed as Pulsar batches: one stored entry holds up to
-``max_records`` records, each a batch record whose key says what it
-describes and whose event time is the snapshot's timestamp. No I/O here.
+agree. Each record is encoded as soon as it is made (:func:`encode_record`),
+and the encoded records are packed as Pulsar batches: one stored entry
+holds up to ``max_records`` records, each a batch record whose key says
+what it describes and whose event time is the snapshot's timestamp. No
+I/O here.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,52 +183,46 @@ class Batch:
     entry: bytes
 
 
+def encode_record(record: Record) -> bytes:
+    """One record as a batch record, ready to pack: its JSON value, with
+    its key, event time and kind in the record's own metadata. Nothing in
+    it depends on when or by whom it is sent, so a snapshot holds its
+    records encoded (a few hundred bytes each, which the garbage collector
+    never scans) rather than as dicts until they are published."""
+    payload = json.dumps(record, separators=(",", ":")).encode()
+    smm = common_pb2.SingleMessageMetadata(
+        partition_key=record_key(record),
+        payload_size=len(payload),
+        event_time=record["timestamp"],
+        properties=[
+            common_pb2.KeyValue(key="kind", value=record["kind"]),
+            common_pb2.KeyValue(key="schema_version", value=str(record["schema_version"])),
+        ],
+    )
+    return encode_batch_record(smm.SerializeToString(), payload)
+
+
 def pack(
-    records: Iterable[Record],
+    encoded: Sequence[bytes],
     producer_name: str,
     first_sequence_id: int,
     max_records: int,
     publish_time_ms: int,
 ) -> Iterator[Batch]:
-    """Records as Pulsar batch entries of up to ``max_records`` records,
-    sequence ids counting on from ``first_sequence_id`` (one per record),
-    published at ``publish_time_ms``."""
+    """Encoded records (:func:`encode_record`) as Pulsar batch entries of up
+    to ``max_records`` records, sequence ids counting on from
+    ``first_sequence_id`` (one per record), published at ``publish_time_ms``."""
     assert max_records >= 1
-    chunk: list[Record] = []
-    sequence_id = first_sequence_id
-    for record in records:
-        chunk.append(record)
-        if len(chunk) == max_records:
-            yield _batch(chunk, producer_name, sequence_id, publish_time_ms)
-            sequence_id += len(chunk)
-            chunk = []
-    if chunk:
-        yield _batch(chunk, producer_name, sequence_id, publish_time_ms)
-
-
-def _batch(
-    records: Sequence[Record], producer_name: str, sequence_id: int, publish_time_ms: int
-) -> Batch:
-    parts = []
-    for record in records:
-        payload = json.dumps(record, separators=(",", ":")).encode()
-        smm = common_pb2.SingleMessageMetadata(
-            partition_key=record_key(record),
-            payload_size=len(payload),
-            event_time=record["timestamp"],
-            properties=[
-                common_pb2.KeyValue(key="kind", value=record["kind"]),
-                common_pb2.KeyValue(key="schema_version", value=str(record["schema_version"])),
-            ],
+    for start in range(0, len(encoded), max_records):
+        chunk = encoded[start : start + max_records]
+        sequence_id = first_sequence_id + start
+        payload = b"".join(chunk)
+        meta = common_pb2.MessageMetadata(
+            producer_name=producer_name,
+            sequence_id=sequence_id,
+            publish_time=publish_time_ms,
+            num_messages_in_batch=len(chunk),
+            uncompressed_size=len(payload),
+            highest_sequence_id=sequence_id + len(chunk) - 1,
         )
-        parts.append(encode_batch_record(smm.SerializeToString(), payload))
-    payload = b"".join(parts)
-    meta = common_pb2.MessageMetadata(
-        producer_name=producer_name,
-        sequence_id=sequence_id,
-        publish_time=publish_time_ms,
-        num_messages_in_batch=len(records),
-        uncompressed_size=len(payload),
-        highest_sequence_id=sequence_id + len(records) - 1,
-    )
-    return Batch(sequence_id, len(records), encode_entry(meta, payload))
+        yield Batch(sequence_id, len(chunk), encode_entry(meta, payload))

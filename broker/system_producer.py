@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from broker.stats_records import Record, RecordsRefused, pack
+from broker.stats_records import RecordsRefused, pack
 from protos import broker_pb2, broker_pb2_grpc, common_pb2
 from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
@@ -61,8 +61,9 @@ class SystemTopicProducer:
         self._next_sequence_id = 0
         self.owner: str | None = None
 
-    async def send(self, records: Sequence[Record]) -> None:
-        """Store ``records`` on the topic; raises if any is not stored."""
+    async def send(self, records: Sequence[bytes]) -> None:
+        """Store encoded ``records`` (:func:`broker.stats_records.encode_record`)
+        on the topic; raises if any is not stored."""
         try:
             call = self._call if self._call is not None else await self._connect()
             batches = list(

@@ -115,7 +115,7 @@ class TopicName:
     def is_persistent(self) -> bool:
         return self.domain == PERSISTENT
 
-    @property
+    @cached_property
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
 

@@ -238,3 +238,13 @@ def test_placement_spreads_over_idle_brokers_whatever_their_cpu_noise():
         assert chosen is not None
         held[chosen] = held.get(chosen, 0) + 1
     assert held == {"b1": 3, "b2": 3, "b3": 3}
+
+
+def test_a_bundle_index_names_the_same_bundle_as_the_lookup():
+    nb = NamespaceBundles.equal(4).split(BundleRange(0x40000000, 0x80000000))
+    for h in (0, 0x3FFFFFFF, 0x40000000, 0x5FFFFFFF, 0x60000000, 0xBFFFFFFF, HASH_MAX):
+        assert nb.bundle_at(nb.index_for_hash(h)) == nb.bundle_for_hash(h)
+    name = "persistent://public/default/t"
+    assert nb.bundle_at(nb.index_for_topic(name)) == nb.bundle_for_topic(name)
+    with pytest.raises(InvalidBundleError):
+        nb.index_for_hash(HASH_MAX + 1)

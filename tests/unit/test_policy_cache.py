@@ -71,6 +71,27 @@ def test_nothing_is_kept_until_the_watch_runs_nor_after_it_ends():
     assert asyncio.run(run()) == [2, 3, 4]
 
 
+def test_peek_shows_the_kept_copy_without_reading():
+    async def run() -> list[bytes | None]:
+        store = CountingStore()
+        store.values["/a"] = b"1"
+        cache = _cache(store)
+        seen: list[bytes | None] = [None if cache.peek("/a") is None else b"?"]  # nothing kept
+        cache.start()
+        await cache.get("/a")
+        copy = cache.peek("/a")
+        seen.append(None if copy is None else copy.value)
+        cache.changed("/a")
+        seen.append(None if cache.peek("/a") is None else b"?")  # dropped by the change
+        await cache.get("/a")
+        cache.stop()
+        seen.append(None if cache.peek("/a") is None else b"?")  # no watch: nothing to trust
+        assert store.reads == 2
+        return seen
+
+    assert asyncio.run(run()) == [None, b"1", None, None]
+
+
 def test_a_change_drops_its_record_and_a_missing_record_is_not_kept():
     async def run() -> tuple[Stat | None, Stat | None, int]:
         store = CountingStore()

@@ -79,3 +79,34 @@ def test_a_deletion_a_restart_of_the_watch_and_the_bound_all_forget():
     records.only_bundles("t/c", "PUT", _with())  # pushes out t/a, the oldest
     assert not records.only_bundles("t/a", "PUT", _with(bundles=_FIVE))
     assert records.only_bundles("t/c", "PUT", _with(bundles=_FIVE))
+
+
+# (kept events, stand-in given, marks) -> the event's verdict. The stand-in
+# is the policy cache's copy of the record, which the loaded topics applied.
+@pytest.mark.parametrize(
+    ("setup", "applied", "only_bundles"),
+    [
+        ([], _with(), True),  # first split after topics loaded: nothing to apply
+        ([], _with(message_ttl_in_seconds=9), False),  # a policy changed too
+        ([], None, False),  # nothing cached: apply
+        (["failed"], _with(), False),  # a topic failed to apply its last event
+        (["start failed"], _with(), False),  # the watch's start failed somewhere
+        (["start failed", "restart"], _with(), True),  # the restart applied everything
+        (["failed b", "failed c", "failed d"], _with(), False),  # a mark was pushed out
+        (["kept"], _with(message_ttl_in_seconds=9), True),  # its own last event decides
+    ],
+)
+def test_with_no_event_kept_the_record_the_topics_applied_stands_in(setup, applied, only_bundles):
+    records = NamespaceRecords(max_entries=2)
+    for step in setup:
+        if step == "failed":
+            records.forget("t/a")
+        elif step == "start failed":
+            records.no_stand_ins()
+        elif step == "restart":
+            records.clear()
+        elif step == "kept":
+            records.only_bundles("t/a", "PUT", _with())
+        else:  # "failed X": another namespace's mark
+            records.forget("t/" + step.split()[1])
+    assert records.only_bundles("t/a", "PUT", _with(bundles=_FIVE), applied) is only_bundles

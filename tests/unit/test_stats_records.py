@@ -21,6 +21,7 @@ from broker.stats_records import (
     Snapshot,
     bookie_record,
     broker_record,
+    encode_record,
     pack,
     record_key,
 )
@@ -101,7 +102,7 @@ def test_the_message_key_says_what_a_record_describes():
 
 def test_records_pack_into_batches_a_consumer_unpacks():
     records = [bookie_record(SNAP, f"bk-{i}", BOOKIE) for i in range(5)]
-    batches = list(pack(records, "stats-x", 10, 2, 1_795_000_000_500))
+    batches = list(pack([encode_record(r) for r in records], "stats-x", 10, 2, 1_795_000_000_500))
     assert [(b.sequence_id, b.messages) for b in batches] == [(10, 2), (12, 2), (14, 1)]
     unpacked = []
     for b in batches:
@@ -161,8 +162,8 @@ def _history(max_pending: int, publish) -> StatsHistory:
 def test_the_snapshot_queue_is_bounded_and_drops_the_oldest():
     history = _history(2, None)
     for i in range(4):
-        history.enqueue([{"n": i}])
-    assert [s[0]["n"] for s in history.pending] == [2, 3]
+        history.enqueue([bytes([i])])
+    assert [s[0] for s in history.pending] == [b"\x02", b"\x03"]
     assert history.dropped_snapshots == 2
 
 
@@ -181,12 +182,12 @@ def test_a_snapshot_leaves_the_queue_once_stored_or_refused(failures, refused, p
     async def publish(records):
         if outcomes:
             raise outcomes.pop(0)
-        stored.append(records[0]["n"])
+        stored.append(records[0][0])
 
     async def run() -> StatsHistory:
         history = _history(4, publish)
-        history.enqueue([{"n": 1}])
-        history.enqueue([{"n": 2}])
+        history.enqueue([b"\x01"])
+        history.enqueue([b"\x02"])
         task = asyncio.create_task(history._publish_forever())
         async with asyncio.timeout(10):
             while history.pending:
