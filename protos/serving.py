@@ -32,9 +32,6 @@ from protos.http_endpoint import HttpEndpoint, Render
 from protos.malloc import tune_malloc as tune_malloc
 from protos.tls import TlsClient
 
-# Young collections per collection of the middle generation (see tune_gc).
-MIDDLE_GENERATION_EVERY = 2
-
 
 def tune_gc() -> None:
     """Fewer young-generation collections for a long-running server.
@@ -44,18 +41,11 @@ def tune_gc() -> None:
     few hundred entries. Objects alive after start-up are frozen out of
     every collection; the young generation is collected every 20,000
     allocations (a few MB of young objects at most).
-
-    The middle generation is collected every ``MIDDLE_GENERATION_EVERY``
-    young collections rather than CPython's 10. Each object that outlives a
-    young collection is scanned in exactly one middle collection either
-    way, so the work is the same, but each pause is a fifth: a broker
-    creating topics among 10,000 others paused 80-200 ms in each middle
-    collection with 10 (a collection callback's timings).
     """
     import gc
 
     gc.freeze()
-    gc.set_threshold(20_000, MIDDLE_GENERATION_EVERY, 10)
+    gc.set_threshold(20_000, 10, 10)
 
 
 def setup_logging(role: str, level: str = "INFO") -> None:
