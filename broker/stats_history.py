@@ -7,8 +7,8 @@ timestamp, which lines up the reports' intervals across brokers): one
 ``topic`` record per topic served here (system topics left out, so the
 history never describes itself), the ``broker`` record of its last load
 report and, on the load manager leader only, one ``bookie`` record per
-bookie that answers. Building lets the loop run other work after every
-``SNAPSHOT_SLICE_S`` (2 ms) of it, so ten thousand topics never hold up
+bookie that answers. Building is paced (:mod:`broker.pacing`: 2 ms of work,
+then 2 ms for everything else), so ten thousand topics never hold up
 traffic for long. Each record is encoded for the stats topic as it is made,
 in the same slices: with 10,000 topics, encoding them all at once when the
 snapshot was sent held the loop ~200 ms, and the records waiting as dicts
@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from bookie.ledger_client import LedgerClient
 from broker.load_manager import LoadManager
 from broker.ownership import Ownership
+from broker.pacing import Pacer
 from broker.settings import BrokerSettings
 from broker.stats_records import (
     RecordsRefused,
@@ -48,11 +49,6 @@ from protos import metadata_paths
 
 log = logging.getLogger(__name__)
 
-# The longest the snapshot holds the event loop before it lets other work
-# run: a topic's record costs ~40-80 µs (its figures, then JSON), and a new
-# producer waits for the loop a dozen times on its way, so with 10,000 topics
-# slices of 200 topics (~16 ms) held one up by up to 0.8 s.
-SNAPSHOT_SLICE_S = 0.002
 # Pauses between attempts to publish a snapshot the stats topic did not take.
 RETRY_MIN_S = 0.5
 
@@ -111,11 +107,9 @@ class StatsHistory:
         )
         records: list[bytes] = []
         served = [t for t in list(self.topics.topics.values()) if not t.name.is_system]
-        slice_ends = time.perf_counter() + SNAPSHOT_SLICE_S
+        pacer = Pacer()
         for topic in served:
-            if time.perf_counter() >= slice_ends:
-                await asyncio.sleep(0)  # other work between slices of a long pass
-                slice_ends = time.perf_counter() + SNAPSHOT_SLICE_S
+            await pacer.step()
             if self.topics.topics.get(topic.name.full_name) is not topic:
                 continue  # closed or reloaded meanwhile: the next snapshot has it
             key = self.ownership.cached_bundle_key(topic.name)
