@@ -73,6 +73,7 @@ class PolicyWatch:
         self.policy_cache = ownership.namespaces.policy_cache
         self.events = 0  # applied, for tests and logs
         self.records = NamespaceRecords(ownership.namespaces.settings.max_namespaces_cached)
+        self._failures_seen = 0  # of topics.policy_failures
 
     async def run_forever(self) -> None:
         delay = RETRY_S_MIN
@@ -81,6 +82,7 @@ class PolicyWatch:
             try:
                 await watch.started()
                 self.records.clear()
+                self._failures_seen = self.topics.policy_failures
                 self.policy_cache.start()
                 self.authorizer.forget()
                 await self.authorizer.recheck(self.topics.topics.values())
@@ -108,6 +110,11 @@ class PolicyWatch:
             # event would have dropped it).
             cached = self.policy_cache.peek(key)
             applied = cached.value if cached and cached.mod_revision < event.revision else None
+            if self.topics.policy_failures != self._failures_seen:
+                # Some topic failed to apply its policies (after its load,
+                # or at a topic's own event): no copy is what it applied.
+                self._failures_seen = self.topics.policy_failures
+                self.records.no_stand_ins()
             self.policy_cache.changed(key)
             namespace = key.removeprefix(metadata_paths.POLICIES + "/")
             # The cached boundaries carry the record's version, which
@@ -149,8 +156,9 @@ class NamespaceRecords:
     handled; see :meth:`PolicyWatch.changed`). Never after some topic failed
     to apply a change: a namespace whose event was not applied everywhere
     keeps a mark until its next event, and if the bound pushes a mark out,
-    or the watch's start failed to apply somewhere, no namespace uses the
-    stand-in until the watch starts again."""
+    or a topic failed to apply its policies anywhere else (the watch's
+    start, a topic's own event, the second apply after a topic loaded), no
+    namespace uses the stand-in until the watch starts again."""
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
@@ -178,8 +186,8 @@ class NamespaceRecords:
         self._remember(namespace, None)
 
     def no_stand_ins(self) -> None:
-        """Some topic failed to apply the watch's start: every namespace's
-        next event applies (until :meth:`clear`)."""
+        """Some topic failed to apply the watch's start, or its policies
+        elsewhere: every namespace's next event applies (until :meth:`clear`)."""
         self._stand_ins = False
 
     def clear(self) -> None:

@@ -82,6 +82,9 @@ class TopicRegistry:
         # Topics whose policies changed while they were loading (they read
         # theirs before): they apply them again once loaded.
         self._changed_while_loading: set[str] = set()
+        # Times a loaded topic failed to apply its policies (the policy watch
+        # then trusts no stand-in record until it restarts).
+        self.policy_failures = 0
         self.message_budget = TableBudget(settings.managed_ledger_message_counts_max_entries)
         self.cache = EntryCache(
             settings.managed_ledger_cache_size_mb * 1024 * 1024,
@@ -139,6 +142,7 @@ class TopicRegistry:
                 if found is not None:
                     await self._reapply(topic, found[0], fresh=True)
             except Exception:
+                self.policy_failures += 1
                 log.exception("applying the policies of %s failed", name)
         return topic
 
@@ -258,6 +262,7 @@ class TopicRegistry:
                     await self._reapply(loaded, ns, fresh)
             except Exception:
                 applied = False
+                self.policy_failures += 1
                 log.exception("applying the policies of %s failed", name)
             if done % REAPPLY_STRIDE == 0:
                 await asyncio.sleep(0)  # other work between strides of a long pass

@@ -1,8 +1,12 @@
+import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from broker.policy_watch import NamespaceRecords, only_bundles_changed
+from broker.policy_cache import PolicyCache
+from broker.policy_watch import NamespaceRecords, PolicyWatch, only_bundles_changed
+from metastore.client import Stat, WatchEvent
 
 _FOUR = {
     "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
@@ -110,3 +114,66 @@ def test_with_no_event_kept_the_record_the_topics_applied_stands_in(setup, appli
         else:  # "failed X": another namespace's mark
             records.forget("t/" + step.split()[1])
     assert records.only_bundles("t/a", "PUT", _with(bundles=_FIVE), applied) is only_bundles
+
+
+class _Topics:
+    """What the watch asks of the topic registry: no topics, the namespaces
+    it was told to apply again, and the count of failed applies."""
+
+    def __init__(self) -> None:
+        self.topics: dict = {}
+        self.reapplied: list[str | None] = []
+        self.policy_failures = 0
+
+    async def reapply_policies(self, namespace=None, topic=None) -> bool:
+        self.reapplied.append(namespace)
+        return True
+
+
+class _Store:
+    def __init__(self, value: bytes, revision: int) -> None:
+        self.stat = Stat(value, 1, revision, 0)
+
+    async def get(self, key: str) -> Stat:
+        return self.stat
+
+
+def _watch(cached: bytes, cached_revision: int) -> tuple[PolicyWatch, _Topics]:
+    cache = PolicyCache(_Store(cached, cached_revision), 10)  # type: ignore[arg-type]
+    cache.start()
+    asyncio.run(cache.get("/admin/policies/t/a"))
+    ownership = SimpleNamespace(
+        namespaces=SimpleNamespace(
+            policy_cache=cache, settings=SimpleNamespace(max_namespaces_cached=10)
+        ),
+        forget_bundles=lambda ns: None,
+    )
+
+    async def recheck(*args, **kwargs) -> None:
+        return None
+
+    authorizer = SimpleNamespace(forget=lambda **kw: None, recheck=recheck)
+    topics = _Topics()
+    return PolicyWatch(None, topics, ownership, authorizer), topics  # type: ignore[arg-type]
+
+
+# (cached record, its revision, a failed apply since) -> applied again?
+@pytest.mark.parametrize(
+    ("cached", "cached_revision", "failed", "applied"),
+    [
+        (_with(), 5, False, False),  # the first split after the topics loaded
+        (_with(message_ttl_in_seconds=9), 5, False, True),  # a policy changed too
+        (_with(bundles=_FIVE), 7, False, True),  # the copy is the event's own record
+        (_with(), 5, True, True),  # a topic failed to apply its policies meanwhile
+    ],
+)
+def test_a_namespace_event_compares_with_what_the_loaded_topics_applied(
+    cached, cached_revision, failed, applied
+):
+    watch, topics = _watch(cached, cached_revision)
+    if failed:
+        topics.policy_failures += 1
+    event = WatchEvent("PUT", "/admin/policies/t/a", _with(bundles=_FIVE), 2, 7, 0)
+    asyncio.run(watch.changed(event))
+    assert topics.reapplied == (["t/a"] if applied else [])
+    assert watch.events == 1
