@@ -18,21 +18,31 @@ pysyncobj needs four corrections here (DESIGN §9, measured):
   before the journal is truncated behind it. ``useFork`` is off because this
   process also runs gRPC threads.
 * Commands go out immediately (``appendEntriesUseBatch=False``).
+* It gzips its snapshot at level 9, in the Raft thread (with ``useFork``
+  off): with 15,000 topics' metadata (8 MB pickled) that alone took ~1 s,
+  during which no entry committed and no heartbeat went out (longer than
+  an election timeout). Level ``SNAPSHOT_GZIP_LEVEL`` (1) takes ~76 ms for
+  a file 18 % larger; the format is the same gzip, so either reads the
+  other's files.
 """
 
 from __future__ import annotations
 
 import _socket
+import functools
+import gzip
 import logging
 import os
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pysyncobj.journal
+import pysyncobj.serializer
 import pysyncobj.syncobj
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import FileJournal, MetaStorer
@@ -46,6 +56,13 @@ from metastore.store import MetadataStore
 socket.inet_ntop = _socket.inet_ntop
 
 log = logging.getLogger(__name__)
+
+# pysyncobj's snapshot compression (see the module's docstring): it calls
+# ``gzip.GzipFile`` through its own module's name, which is pointed here.
+SNAPSHOT_GZIP_LEVEL = 1
+pysyncobj.serializer.gzip = types.SimpleNamespace(  # type: ignore[attr-defined]
+    GzipFile=functools.partial(gzip.GzipFile, compresslevel=SNAPSHOT_GZIP_LEVEL)
+)
 
 
 def _fsync_path(path: str | Path, directory: bool = False) -> None:

@@ -46,3 +46,24 @@ def test_a_reopened_journal_has_the_entries(tmp_path: Path) -> None:
     journal._destroy()
     again = DurableFileJournal(str(tmp_path / "j"), str(tmp_path / "dump"))
     assert len(again) == 50 and again[0][1] == 51 and again.getCurrentTerm() == 3
+
+
+def test_snapshots_are_gzip_at_the_fast_level_and_old_ones_still_read(tmp_path: Path) -> None:
+    import gzip
+    import pickle
+
+    from pysyncobj.serializer import Serializer
+
+    import metastore.raft_node as rn
+
+    dump = str(tmp_path / "raft.dump")
+    state: tuple = ({"key": b"v" * 1000}, (b"e", 2, 1), (b"d", 1, 1), set())
+    serializer = Serializer(dump, 1024, False, None, None, None)
+    serializer.serialize(state, 2)
+    raw = Path(dump).read_bytes()
+    # A gzip header's XFL byte: 4 for the fastest level, 2 for pysyncobj's own 9.
+    assert rn.SNAPSHOT_GZIP_LEVEL == 1 and raw[:2] == b"\x1f\x8b" and raw[8] == 4
+    assert serializer.deserialize() == state
+    with gzip.open(dump, "wb", compresslevel=9) as old:  # a dump written before
+        pickle.dump(state, old)
+    assert Path(dump).read_bytes()[8] == 2 and serializer.deserialize() == state
