@@ -112,7 +112,8 @@ class PolicyWatch:
             applied = cached.value if cached and cached.mod_revision < event.revision else None
             if self.topics.policy_failures != self._failures_seen:
                 # Some topic failed to apply its policies (after its load,
-                # or at a topic's own event): no copy is what it applied.
+                # or at a topic's own event): neither a copy nor a kept
+                # event is what it applied.
                 self._failures_seen = self.topics.policy_failures
                 self.records.no_stand_ins()
             self.policy_cache.changed(key)
@@ -158,7 +159,9 @@ class NamespaceRecords:
     keeps a mark until its next event, and if the bound pushes a mark out,
     or a topic failed to apply its policies anywhere else (the watch's
     start, a topic's own event, the second apply after a topic loaded), no
-    namespace uses the stand-in until the watch starts again."""
+    namespace uses the stand-in until the watch starts again, and the
+    events kept so far are forgotten (that topic may belong to any of
+    them)."""
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
@@ -187,7 +190,9 @@ class NamespaceRecords:
 
     def no_stand_ins(self) -> None:
         """Some topic failed to apply the watch's start, or its policies
-        elsewhere: every namespace's next event applies (until :meth:`clear`)."""
+        elsewhere: every namespace's next event applies (until :meth:`clear`),
+        whatever event of it was kept."""
+        self._records.clear()
         self._stand_ins = False
 
     def clear(self) -> None:

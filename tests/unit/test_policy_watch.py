@@ -98,6 +98,7 @@ def test_a_deletion_a_restart_of_the_watch_and_the_bound_all_forget():
         (["start failed", "restart"], _with(), True),  # the restart applied everything
         (["failed b", "failed c", "failed d"], _with(), False),  # a mark was pushed out
         (["kept"], _with(message_ttl_in_seconds=9), True),  # its own last event decides
+        (["kept", "start failed"], _with(), False),  # a failure: nor is a kept event trusted
     ],
 )
 def test_with_no_event_kept_the_record_the_topics_applied_stands_in(setup, applied, only_bundles):
@@ -177,3 +178,13 @@ def test_a_namespace_event_compares_with_what_the_loaded_topics_applied(
     asyncio.run(watch.changed(event))
     assert topics.reapplied == (["t/a"] if applied else [])
     assert watch.events == 1
+
+
+def test_a_failed_apply_anywhere_distrusts_the_kept_events_too():
+    watch, topics = _watch(_with(), 5)
+    key = "/admin/policies/t/a"
+    asyncio.run(watch.changed(WatchEvent("PUT", key, _with(bundles=_FIVE), 2, 7, 0)))
+    assert topics.reapplied == []  # a split: the copy stood in
+    topics.policy_failures += 1  # say a topic loading meanwhile failed its second apply
+    asyncio.run(watch.changed(WatchEvent("PUT", key, _with(), 3, 9, 0)))  # a split again
+    assert topics.reapplied == ["t/a"]
