@@ -161,9 +161,9 @@ class LoadManager:
             bytes_in, bytes_out = bytes_in + b_in, bytes_out + b_out
             name = topic.name
             ns = name.namespace_name
-            boundaries = (
-                known[ns] if ns in known else known.setdefault(ns, ownership.cached_bundles(ns))
-            )
+            if ns not in known:
+                known[ns] = ownership.cached_bundles(ns)
+            boundaries = known[ns]
             if boundaries is None:
                 continue
             at = (ns, boundaries.index_for_topic(name.full_name))

@@ -161,10 +161,10 @@ class Ownership:
 
     def cached_bundle_key(self, name: TopicName) -> str | None:
         """The bundle key of a topic from cached boundaries (None if not cached)."""
-        cached = self._bundles.get(name.namespace_name)
-        if cached is None:
+        boundaries = self.cached_bundles(name.namespace_name)
+        if boundaries is None:
             return None
-        return bundle_key(name.namespace_name, cached[0].bundle_for_topic(name.full_name))
+        return bundle_key(name.namespace_name, boundaries.bundle_for_topic(name.full_name))
 
     async def bundle_of(self, name: TopicName) -> tuple[str, BundleRange]:
         ns = name.namespace_name

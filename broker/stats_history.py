@@ -45,7 +45,6 @@ from broker.stats_records import (
     topic_record,
 )
 from broker.topics import TopicRegistry
-from protos import metadata_paths
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +111,9 @@ class StatsHistory:
             await pacer.step()
             if self.topics.topics.get(topic.name.full_name) is not topic:
                 continue  # closed or reloaded meanwhile: the next snapshot has it
-            key = self.ownership.cached_bundle_key(topic.name)
-            bundle = metadata_paths.bundle_path(key).rpartition("/")[2] if key else ""
+            name = topic.name
+            boundaries = self.ownership.cached_bundles(name.namespace_name)
+            bundle = boundaries.bundle_for_topic(name.full_name).name if boundaries else ""
             records.append(encode_record(topic_record(snap, topic, bundle)))
         lm = self.load_manager
         records.append(encode_record(broker_record(snap, await lm.report(), lm.thresholds)))

@@ -45,9 +45,7 @@ def test_while_a_pass_pauses_other_work_runs():
     order: list[str] = []
 
     async def other() -> None:
-        for i in range(3):
-            order.append(f"other {i}")
-            await asyncio.sleep(0)
+        order.append("other")
 
     async def run() -> None:
         pacer = Pacer(slice_s=0.0, pause_s=0.0)
@@ -58,4 +56,4 @@ def test_while_a_pass_pauses_other_work_runs():
         await task
 
     asyncio.run(run())
-    assert order.index("other 0") < order.index("pass 2")
+    assert order.index("other") < order.index("pass 2")
