@@ -69,6 +69,20 @@ def _listen(
     return thread
 
 
+# How long stopping a sync client's loop waits for its cancelled tasks.
+STOP_TIMEOUT_S = 5.0
+
+
+async def _cancel_the_rest() -> None:
+    me = asyncio.current_task()
+    rest = [t for t in asyncio.all_tasks() if t is not me]
+    for task in rest:
+        task.cancel()
+    if rest:
+        await asyncio.wait(rest, timeout=STOP_TIMEOUT_S)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
 class _LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -84,8 +98,19 @@ class _LoopThread:
         except concurrent.futures.TimeoutError:
             fut.cancel()
             raise Timeout(f"the operation did not finish within {timeout:g} s") from None
+        except concurrent.futures.CancelledError:  # by stop(): the client closed
+            raise AlreadyClosed("the client was closed while this was pending") from None
 
     def stop(self) -> None:
+        """Cancel what still runs on the loop (awaited up to STOP_TIMEOUT_S),
+        then stop and close it: nothing is left to be collected after."""
+        if self._thread.is_alive():
+            try:
+                asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self.loop).result(
+                    STOP_TIMEOUT_S + 1
+                )
+            except Exception:
+                log.warning("the client's loop did not wind down its tasks in time")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():

@@ -14,7 +14,7 @@ import logging
 import re
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from client._batch_receive import batch_receive_async
@@ -253,6 +253,9 @@ class Client:
         # Their producers close with the client (weakly: a consumer dropped
         # unclosed takes its retry letters with it).
         self._retry_letters: weakref.WeakSet[RetryLetters] = weakref.WeakSet()
+        # Producers and consumers being started (close() cancels them).
+        self._starting: set[asyncio.Task] = set()
+        self._closing = False
         self._closed = False
 
     def _pool(self) -> Connections:
@@ -283,10 +286,9 @@ class Client:
         )
         if isinstance(engine, ProducerEngine):
             engine.resolver = self._owner
-        if opts.access_mode == ProducerAccessMode.WaitForExclusive:
-            await engine.start()  # pending until this producer is the only one
-        else:
-            await asyncio.wait_for(engine.start(), self._operation_timeout_s)
+        # WaitForExclusive is pending until this producer is the only one.
+        waits = opts.access_mode == ProducerAccessMode.WaitForExclusive
+        await self._start(engine.start(), engine, None if waits else self._operation_timeout_s)
         self._producers.append(engine)
         return Producer(engine)
 
@@ -329,7 +331,7 @@ class Client:
                     await self._owner(name), name, subscription_name, opts, loop
                 )
                 engine.resolver = self._owner
-                await asyncio.wait_for(engine.start(), timeout)
+                await self._start(engine.start(), engine, timeout)
                 self._consumers.append(engine)
                 return Consumer(engine)
             multi = MultiConsumerEngine(
@@ -413,11 +415,33 @@ class Client:
 
     async def _start_multi(self, multi: MultiConsumerEngine, topics: list[str]) -> None:
         try:
-            await multi.add_topics(topics)
+            await self._start(multi.add_topics(topics), multi, None)
         except BaseException:
             await multi.close()
             raise
         self._consumers.append(multi)
+
+    async def _start(
+        self, start: Coroutine[Any, Any, Any], engine: Any, timeout: float | None
+    ) -> None:
+        """An engine's start, run as a task that close() cancels: a producer
+        or consumer still being created when the client closes fails with
+        AlreadyClosed instead of outliving the client (one started as the
+        client closed is closed again)."""
+        task = asyncio.get_running_loop().create_task(start)
+        self._starting.add(task)
+        try:
+            await asyncio.wait_for(task, timeout)
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self._closing and task.cancelled() and not (me is not None and me.cancelling()):
+                raise AlreadyClosed("the client was closed while this was being created") from None
+            raise
+        finally:
+            self._starting.discard(task)
+        if self._closing:
+            await engine.close()
+            raise AlreadyClosed("the client was closed while this was being created")
 
     async def create_reader(
         self, topic: str, start_message_id: MessageId, **options: Any
@@ -471,13 +495,18 @@ class Client:
             return Reader(multi, timeout)
         engine = ConsumerEngine(await self._owner(name), name, subscription, opts, loop)
         engine.resolver = self._owner
-        await asyncio.wait_for(engine.start(), timeout)
+        await self._start(engine.start(), engine, timeout)
         self._consumers.append(engine)
         return Reader(engine, timeout)
 
     async def close(self) -> None:
         if self._closed:
             return
+        self._closing = True
+        starting = list(self._starting)
+        for task in starting:
+            task.cancel()  # its creator hears AlreadyClosed
+        await asyncio.gather(*starting, return_exceptions=True)
         for p in self._producers:
             try:
                 await p.close()
