@@ -34,6 +34,7 @@ from typing import Any
 
 import grpc
 
+from metastore.read_batcher import ReadBatcher
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
@@ -88,6 +89,9 @@ _BY_CODE: dict[int, type[MetastoreError]] = {
     common_pb2.VALUE_TOO_LARGE: ValueTooLargeError,
     common_pb2.COMPACTED: CompactedError,
 }
+
+# Most reads one Read call carries (metastore/read_batcher.py).
+READ_BATCH_MAX = 64
 
 # Answers after which the same call is tried again (elsewhere, or later).
 _RETRY_CODES = (common_pb2.NOT_LEADER, common_pb2.SERVICE_NOT_READY)
@@ -162,6 +166,7 @@ class MetastoreClient:
         backoff_max_s: float = 0.25,
         token: TokenSupplier | None = None,
         tls: TlsClient | None = None,
+        read_batch_max: int = READ_BATCH_MAX,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
@@ -178,8 +183,11 @@ class MetastoreClient:
         self.tls = tls
         self._current = self.addresses[0]
         self._stubs: dict[str, tuple[grpc.aio.Channel, metastore_pb2_grpc.MetastoreStub]] = {}
+        # Gets and lists made in one loop turn go as one call (0 or 1: each alone).
+        self._reads = ReadBatcher(self._call, read_batch_max, MetastoreUnavailableError)
 
     async def close(self) -> None:
+        await self._reads.close()
         stubs, self._stubs = self._stubs, {}
         for channel, _ in stubs.values():
             await channel.close()
@@ -223,6 +231,8 @@ class MetastoreClient:
                     request, timeout=max(0.05, min(remaining, self.attempt_timeout_s))
                 )
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED and name == "Read":
+                    raise  # (an older metastore: ReadBatcher reads one by one instead)
                 if exc.code() in _REFUSED:
                     raise MetastoreAccessDenied(
                         f"metastore {address} refused {name}: {exc.details()}"
@@ -252,7 +262,7 @@ class MetastoreClient:
     # ------------------------------------------------------------ reads
 
     async def get(self, key: str) -> Stat | None:
-        resp = await self._call("Get", metastore_pb2.GetRequest(key=key))
+        resp = await self._reads.get(key)
         _raise_for(resp.error)
         if not resp.found:
             return None
@@ -266,7 +276,7 @@ class MetastoreClient:
 
     async def list_prefix(self, prefix: str, limit: int = 0) -> tuple[list[KeyRecord], int]:
         """Records whose key starts with ``prefix``, in key order, and the revision read at."""
-        resp = await self._call("List", metastore_pb2.ListRequest(prefix=prefix, limit=limit))
+        resp = await self._reads.listing(metastore_pb2.ListRequest(prefix=prefix, limit=limit))
         _raise_for(resp.error)
         return [
             KeyRecord(r.key, r.value, r.version, r.create_revision, r.mod_revision, r.session_id)

@@ -40,6 +40,11 @@ OPS_LATENCY = Histogram(
 PUT_BYTES = Counter(
     "pulsar_metadata_store_put_bytes", "Bytes of values stored by successful puts", ["name"]
 )
+READ_ITEMS = Counter(
+    "magnetar_metastore_read_items",
+    "Gets and lists answered inside Read calls (reads a client sent together)",
+    ["type"],
+)
 WAL_FSYNC = Histogram(
     "etcd_disk_wal_fsync_duration_seconds",
     "Raft journal flushes to disk (one per Raft tick that appended)",

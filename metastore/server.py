@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 
 from metastore import metrics
+from metastore.batch_read import answer_get, answer_list, answer_read
 from metastore.cluster_layout import ClusterLayout
 from metastore.leadership import Leadership
 from metastore.metrics import timed
@@ -37,7 +38,7 @@ from metastore.process_setup import bind_grpc, ports_of, raft_password, start_ht
 from metastore.raft_node import MetastoreNode
 from metastore.session_deadlines import SessionDeadlines
 from metastore.settings import MetastoreSettings
-from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, Record, validate_key
+from metastore.store import CMP_VALUE, CMP_VERSION, CompactedError, validate_key
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
 from protos.data_dir_lock import DataDirLock
 from protos.errors import error
@@ -106,12 +107,7 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
         bad = self._check_key(request.key) or await self.leadership.ready()
         if bad:
             return metastore_pb2.GetResponse(error=bad)
-        record, revision = self.node.store.get(request.key)
-        if record is None:
-            return metastore_pb2.GetResponse(found=False, revision=revision)
-        return metastore_pb2.GetResponse(
-            found=True, revision=revision, record=_record(request.key, record)
-        )
+        return answer_get(self.node.store, request.key, self._check_key)
 
     @timed("children")
     async def Children(
@@ -127,19 +123,30 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     async def List(
         self, request: metastore_pb2.ListRequest, context: grpc.aio.ServicerContext
     ) -> metastore_pb2.ListResponse:
-        if not request.prefix.startswith("/"):
-            return metastore_pb2.ListResponse(
-                error=error(common_pb2.INVALID_KEY, f"prefix {request.prefix!r} must start with /")
-            )
-        bad = await self.leadership.ready()
+        bad = await self.leadership.ready() if request.prefix.startswith("/") else None
         if bad:
             return metastore_pb2.ListResponse(error=bad)
-        cap = self.settings.max_list_results
-        limit = min(request.limit, cap) if request.limit > 0 else cap
-        rows, revision, more = self.node.store.list_prefix(request.prefix, limit)
-        return metastore_pb2.ListResponse(
-            records=[_record(k, r) for k, r in rows], revision=revision, more=more
+        return answer_list(self.node.store, request, self.settings.max_list_results)
+
+    @timed("read")
+    async def Read(
+        self, request: metastore_pb2.ReadRequest, context: grpc.aio.ServicerContext
+    ) -> metastore_pb2.ReadResponse:
+        bad = await self.leadership.ready()
+        if bad:
+            return metastore_pb2.ReadResponse(error=bad)
+        s = self.settings
+        answer = answer_read(
+            self.node.store,
+            request,
+            self._check_key,
+            max_items=s.max_reads_per_call,
+            max_bytes=s.max_read_response_bytes,
+            max_list_results=s.max_list_results,
         )
+        for result in answer.results:
+            metrics.READ_ITEMS.labels(result.WhichOneof("what")).inc()
+        return answer
 
     async def Status(
         self, request: metastore_pb2.StatusRequest, context: grpc.aio.ServicerContext
@@ -441,17 +448,6 @@ class MetastoreService(metastore_pb2_grpc.MetastoreServicer):
     @property
     def open_watches(self) -> int:
         return sum(self._watches.values())
-
-
-def _record(key: str, r: Record) -> metastore_pb2.KeyRecord:
-    return metastore_pb2.KeyRecord(
-        key=key,
-        value=r.value,
-        version=r.version,
-        create_revision=r.create_revision,
-        mod_revision=r.mod_revision,
-        session_id=r.session_id,
-    )
 
 
 def _event(e: Any) -> metastore_pb2.Event:

@@ -75,6 +75,14 @@ class MetastoreSettings:
         10000, "Newest write request ids whose results are kept to answer retries."
     )
     max_list_results: int = setting(10000, "Most records one List call returns.")
+    max_reads_per_call: int = setting(
+        256, "Most gets and lists one Read call may carry (a client sends up to 64)."
+    )
+    max_read_response_bytes: int = setting(
+        4194304,
+        "A Read answer takes no item that would make it larger than this (encoded), except "
+        "its first; the client asks again for the rest.",
+    )
     max_watches_per_connection: int = setting(
         100, "Open Watch streams one client connection may hold."
     )

@@ -193,6 +193,36 @@ class ListResponse(_message.Message):
     more: bool
     def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., records: _Optional[_Iterable[_Union[KeyRecord, _Mapping]]] = ..., revision: _Optional[int] = ..., more: _Optional[bool] = ...) -> None: ...
 
+class ReadItem(_message.Message):
+    __slots__ = ("get", "list")
+    GET_FIELD_NUMBER: _ClassVar[int]
+    LIST_FIELD_NUMBER: _ClassVar[int]
+    get: str
+    list: ListRequest
+    def __init__(self, get: _Optional[str] = ..., list: _Optional[_Union[ListRequest, _Mapping]] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ReadItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ...) -> None: ...
+
+class ReadResult(_message.Message):
+    __slots__ = ("get", "list")
+    GET_FIELD_NUMBER: _ClassVar[int]
+    LIST_FIELD_NUMBER: _ClassVar[int]
+    get: GetResponse
+    list: ListResponse
+    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., list: _Optional[_Union[ListResponse, _Mapping]] = ...) -> None: ...
+
+class ReadResponse(_message.Message):
+    __slots__ = ("error", "results")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    results: _containers.RepeatedCompositeFieldContainer[ReadResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., results: _Optional[_Iterable[_Union[ReadResult, _Mapping]]] = ...) -> None: ...
+
 class Compare(_message.Message):
     __slots__ = ("key", "target", "version", "value")
     class Target(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -79,6 +79,11 @@ class MetastoreStub:
                 request_serializer=protos_dot_metastore__pb2.ListRequest.SerializeToString,
                 response_deserializer=protos_dot_metastore__pb2.ListResponse.FromString,
                 _registered_method=True)
+        self.Read = channel.unary_unary(
+                '/magnetar.Metastore/Read',
+                request_serializer=protos_dot_metastore__pb2.ReadRequest.SerializeToString,
+                response_deserializer=protos_dot_metastore__pb2.ReadResponse.FromString,
+                _registered_method=True)
         self.Txn = channel.unary_unary(
                 '/magnetar.Metastore/Txn',
                 request_serializer=protos_dot_metastore__pb2.TxnRequest.SerializeToString,
@@ -156,6 +161,14 @@ class MetastoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Read(self, request, context):
+        """Several gets and lists in one call (MetastoreClient coalesces the reads
+        made together), each answered as its own Get or List would be.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Txn(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -223,6 +236,11 @@ def add_MetastoreServicer_to_server(servicer, server):
                     servicer.List,
                     request_deserializer=protos_dot_metastore__pb2.ListRequest.FromString,
                     response_serializer=protos_dot_metastore__pb2.ListResponse.SerializeToString,
+            ),
+            'Read': grpc.unary_unary_rpc_method_handler(
+                    servicer.Read,
+                    request_deserializer=protos_dot_metastore__pb2.ReadRequest.FromString,
+                    response_serializer=protos_dot_metastore__pb2.ReadResponse.SerializeToString,
             ),
             'Txn': grpc.unary_unary_rpc_method_handler(
                     servicer.Txn,
@@ -483,6 +501,33 @@ class Metastore:
             '/magnetar.Metastore/List',
             protos_dot_metastore__pb2.ListRequest.SerializeToString,
             protos_dot_metastore__pb2.ListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Read(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/magnetar.Metastore/Read',
+            protos_dot_metastore__pb2.ReadRequest.SerializeToString,
+            protos_dot_metastore__pb2.ReadResponse.FromString,
             options,
             channel_credentials,
             insecure,
