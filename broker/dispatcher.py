@@ -428,7 +428,9 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if view is not None:
             return await self._dispatch_compacted(consumer, view, count, epoch)
         cursor = self.sub.cursor
-        entries = await self.sub.ledger.read_entries(cursor.read_position, count, self.max_bytes)
+        entries = await self.sub.ledger.read_entries(
+            cursor.read_position, count, self.max_bytes, tailing=True
+        )
         if not entries or consumer is not self.active or consumer.closed or epoch != self._epoch:
             return False
         batch = [(pos, data, entry_facts(data).messages) for pos, data in self._read_fresh(entries)]
@@ -505,7 +507,7 @@ class SharedDispatcher(Dispatcher):
         room = limit - sum(len(data) for _, data, _ in batch)
         if len(batch) < budget and room > 0 and self._can_read_more() and self._has_fresh():
             fresh = await self.sub.ledger.read_entries(
-                self.sub.cursor.read_position, budget - len(batch), room
+                self.sub.cursor.read_position, budget - len(batch), room, tailing=True
             )
         if epoch != self._epoch:
             return True  # a seek overtook the reads: start again from the new position

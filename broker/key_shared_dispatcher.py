@@ -128,7 +128,7 @@ class KeySharedDispatcher(Dispatcher):
             and self._has_fresh()
         ):
             fresh = await self.sub.ledger.read_entries(
-                self.sub.cursor.read_position, room_for_fresh, room_bytes
+                self.sub.cursor.read_position, room_for_fresh, room_bytes, tailing=True
             )
         if epoch != self._epoch:
             return True  # a seek overtook the reads: start again from the new position

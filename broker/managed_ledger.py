@@ -95,21 +95,21 @@ class ManagedLedger:
         self._listeners: list[Callable[[], None]] = []
         self._room = asyncio.Event()
         self._room.set()
-        self.entries_added = 0
-        self.bytes_added = 0
+        # The newest entry whose add's callback ran (cached, listeners told): the
+        # bookies may have confirmed later ones, whose callbacks are still due.
+        self._added: Position = (-1, -1)
+        self.entries_added = self.bytes_added = 0
         # Messages per entry of every ledger (backlogs count messages); adds and reads counted.
         self.message_counts = MessageCounts(message_budget)
         self.metrics = metrics if metrics is not None else TopicMetrics(topic, 60.0, "", False)
         self.rollover = rollover or RolloverPolicy()
         self.retention = NO_RETENTION  # the namespace's (or broker's) when the topic loads
         self.cursors: set[CursorMark] = set()
-        self._writer_opened = time.monotonic()
-        self._last_add = time.monotonic()
+        self._writer_opened = self._last_add = time.monotonic()
         self._rolling: asyncio.Task | None = None
         self._trimming: asyncio.Task | None = None
         self._trim_again = False
-        self.rollovers = 0
-        self.trimmed = 0
+        self.rollovers = self.trimmed = 0
         # Deduplication replays entries after this position: keep their ledgers.
         self.hold_back: Position | None = None
         # Told about entries a failed ledger turned out to hold (their adds had
@@ -246,7 +246,7 @@ class ManagedLedger:
             if stored is not None:
                 stored(False)
             return
-        pos = (writer.ledger_id, f.result())
+        pos = self._added = (writer.ledger_id, f.result())
         self.cache.put(pos, data)
         self.entries_added += 1
         self.bytes_added += len(data)
@@ -313,13 +313,8 @@ class ManagedLedger:
             md = await self.ledger_client.metadata(old.ledger_id)
             writer = await self._switch_ledger(md)
             self.rollovers += 1
-            log.info(
-                "%s rolled over: ledger %d closed at %d, now writing ledger %d",
-                self.topic,
-                old.ledger_id,
-                md.last_entry_id,
-                writer.ledger_id,
-            )
+            msg = "%s rolled over: ledger %d closed at %d, now writing ledger %d"
+            log.info(msg, self.topic, old.ledger_id, md.last_entry_id, writer.ledger_id)
         except Exception:
             log.exception("%s: ledger rollover failed", self.topic)
         finally:
@@ -540,9 +535,10 @@ class ManagedLedger:
     # ---------------------------------------------------------------- reads
 
     async def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int
+        self, start: Position, max_entries: int, max_bytes: int, tailing: bool = False
     ) -> list[tuple[Position, bytes]]:
-        """Stored entries from ``start`` (normalized) on, within the limits."""
+        """Stored entries from ``start`` (normalized) on, within the limits; ``tailing``
+        (fresh dispatch) stops before an entry whose add's callback (caching it) is due."""
         out: list[tuple[Position, bytes]] = []
         size = 0
         pos = self.normalize(start)
@@ -550,6 +546,8 @@ class ManagedLedger:
         missed = missed_size = 0
         while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
             data = self.cache.get(pos)
+            if data is None and tailing and pos[0] == self._added[0] and pos > self._added:
+                break
             if data is None:
                 want = (max_entries - len(out), size, max_bytes)
                 fetched = await self._read_from_bookies(pos, want, last)

@@ -267,7 +267,7 @@ class _SlowLedger:
         return (pos[0], pos[1] + 1)
 
     async def read_entries(
-        self, start: tuple[int, int], count: int, max_bytes: int
+        self, start: tuple[int, int], count: int, max_bytes: int, tailing: bool = False
     ) -> list[tuple[tuple[int, int], bytes]]:
         self.reads += 1
         if self.reads == 1:
