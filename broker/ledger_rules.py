@@ -232,3 +232,13 @@ def entries_within(sizes: Sequence[int], held: int, max_bytes: int) -> int:
         held += size
         taken += 1
     return taken
+
+
+def completion_due(pos: Position, added: Position, writing: int) -> bool:
+    """Whether a tailing read stops before ``pos`` (not in the entry cache):
+    an entry of the ledger being written (id ``writing``; -1: none) past
+    ``added``, the newest entry whose add completed here. The bookies have
+    confirmed it, and its completion, due in a moment, caches it and
+    triggers the dispatch again. An entry of any other ledger never completes
+    here (one a failed writer's recovery found stored, say): it is read."""
+    return pos[0] == writing and pos > added

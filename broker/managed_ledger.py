@@ -33,6 +33,7 @@ from broker.ledger_rules import (
     LedgerFacts,
     RolloverPolicy,
     bookie_read_count,
+    completion_due,
     entries_within,
     idle_rollover_due,
     normalize_position,
@@ -546,7 +547,8 @@ class ManagedLedger:
         missed = missed_size = 0
         while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
             data = self.cache.get(pos)
-            if data is None and tailing and pos[0] == self._added[0] and pos > self._added:
+            writing = -1 if self.writer is None else self.writer.ledger_id
+            if data is None and tailing and completion_due(pos, self._added, writing):
                 break
             if data is None:
                 want = (max_entries - len(out), size, max_bytes)

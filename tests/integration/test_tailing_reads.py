@@ -44,6 +44,7 @@ def test_a_tailing_consumer_reads_nothing_from_the_bookies(fresh_cluster, topic)
         )
         producer = c.create_producer(topic, batching_max_publish_delay_ms=1)
         producer.send(b"-1")  # the topic and its ledger exist before the timed part
+        wait_for(lambda: received, 10, "the first message")
         before = _bookie_reads(fresh_cluster)
         t0 = time.perf_counter()
         for i in range(n):  # bounded: n sends at RATE a second

@@ -11,6 +11,7 @@ from broker.ledger_rules import (
     RetentionPolicy,
     RolloverPolicy,
     bookie_read_count,
+    completion_due,
     deletable_ledgers,
     entries_within,
     idle_rollover_due,
@@ -170,3 +171,21 @@ ENTRIES_WITHIN = [
 @pytest.mark.parametrize(("sizes", "held", "max_bytes", "taken"), ENTRIES_WITHIN)
 def test_entries_within(sizes, held, max_bytes, taken):
     assert entries_within(sizes, held, max_bytes) == taken
+
+
+# (position not cached, newest completed add, ledger being written) -> a tailing read stops?
+COMPLETION_DUE = [
+    ((5, 3), (5, 2), 5, True),  # confirmed by the bookies, its completion still due
+    ((5, 2), (5, 2), 5, False),  # completed, then evicted: read from the bookies
+    ((5, 1), (5, 2), 5, False),
+    ((5, 0), (4, 9), 5, True),  # the first entry of a new ledger, none completed in it yet
+    ((5, 0), (-1, -1), 5, True),  # a topic just loaded, nothing completed yet
+    ((4, 11), (4, 10), 5, False),  # found stored by a failed writer's recovery: never completes
+    ((4, 11), (4, 10), -1, False),  # no ledger being written (a failed writer being replaced)
+    ((3, 7), (5, 2), 5, False),  # an older ledger
+]
+
+
+@pytest.mark.parametrize(("pos", "added", "writing", "due"), COMPLETION_DUE)
+def test_completion_due(pos, added, writing, due):
+    assert completion_due(pos, added, writing) is due
