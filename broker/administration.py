@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from bookie.ledger_client import LedgerClient
+from broker import fan_out
 from broker.bookie_admin import BookieAdministration
 from broker.bundle_state import BundleState
 from broker.bundles import BundleRange, InvalidBundleError
@@ -43,6 +45,10 @@ from protos.errors import MagnetarServerError
 from protos.topic_name import DOMAINS, TopicName
 
 Operation = Callable[..., Awaitable[Any]]
+# A namespace's deletion lists and deletes its topics at most this many times
+# (a topic made by a broker that had yet to see the deletion's mark is found
+# by the next listing).
+DELETE_PASSES = 3
 
 
 def _seconds(value: Any) -> float:
@@ -182,6 +188,15 @@ class Administration:
     async def _each_topic(self, operation: str, topic: str, arguments: dict[str, Any]) -> Any:
         """``operation`` on ``topic``, on whichever broker owns it."""
         return await self.call(operation, {"topic": topic, **arguments}, False)
+
+    async def _delete_forced(self, topic: str) -> None:
+        """Delete ``topic`` for its namespace's deletion: one already gone (or
+        a partition nobody has used) is fine."""
+        try:
+            await self._each_topic("topics.delete", topic, {"force": True})
+        except MagnetarServerError as exc:
+            if exc.code != common_pb2.TOPIC_NOT_FOUND:
+                raise
 
     async def topics_delete(self, topic: str, force: Any = False) -> dict[str, Any]:
         """Delete a topic (a partitioned one: every partition, then its metadata)."""
@@ -401,25 +416,55 @@ class Administration:
 
     async def delete_namespace(self, namespace: str, force: bool) -> list[str]:
         """Delete a namespace with no topics; forced, its topics are deleted
-        first (their clients closed). Its bundles are released and their
-        records removed, then its policies record."""
+        first (their clients closed). The namespace is marked deleted before
+        any topic goes, so that none is made in it meanwhile (a producer
+        reconnecting between two deletions made its topic again); a topic
+        made just before the mark is found by listing again. Its bundles are
+        released and their records removed, then its policies record."""
         check_namespace_deletable(namespace)
         topics = await self._namespace_topics(namespace)
         partitioned = await self.namespaces.partitioned_topics(namespace)
         if (topics or partitioned) and not force:
-            raise BrokerError(
-                f"namespace {namespace} still has {len(topics)} topic(s) "
-                f"({', '.join(topics[:5])}); delete them first or use --force",
-                common_pb2.PRECONDITION_FAILED,
-            )
-        for topic in topics:
-            await self._each_topic("topics.delete", topic, {"force": True})
-        for name in partitioned:
+            raise _not_empty(namespace, topics)
+        await self._mark_deleted(namespace, True)
+        topics = await self._namespace_topics(namespace)
+        if topics and not force:  # made between the check and the mark
+            await self._mark_deleted(namespace, False)
+            raise _not_empty(namespace, topics)
+        deleted = await self._delete_all_topics(namespace, topics)
+        for name in await self.namespaces.partitioned_topics(namespace):
             await self.namespaces.delete_partitioned_topic(name)
         await self.unload(namespace, None)
         await self.namespaces.delete_record(namespace)
         await self.ownership.forget_namespace(namespace)
-        return topics
+        return deleted
+
+    async def _mark_deleted(self, namespace: str, deleted: bool) -> None:
+        await self.namespaces.update(
+            namespace, lambda p: replace(p, deleted=deleted), common_pb2.NOT_FOUND
+        )
+
+    async def _delete_all_topics(self, namespace: str, topics: list[str]) -> list[str]:
+        """Delete ``topics`` (forced), ``max_concurrent_topic_closes`` at a
+        time, then any the namespace lists still (made by a broker that had
+        yet to see the mark), up to ``DELETE_PASSES`` times."""
+        deleted: list[str] = []
+        for _ in range(DELETE_PASSES):
+            if not topics:
+                return deleted
+            limit = self.topics.settings.max_concurrent_topic_closes
+            await fan_out.for_each(topics, limit, self._delete_forced)
+            deleted += [t for t in topics if t not in deleted]
+            topics = await self.namespaces.made_topics(
+                namespace, DOMAINS, self.topics.active_names()
+            )
+        if topics:
+            raise BrokerError(
+                f"topics of {namespace} were still being made after {DELETE_PASSES} passes "
+                f"({', '.join(topics[:5])}); delete the namespace again",
+                common_pb2.CONFLICT,
+            )
+        return deleted
 
     async def tenants_delete(self, tenant: str, force: Any = False) -> dict[str, Any]:
         """Delete a tenant with no namespaces; forced, its namespaces (and
@@ -498,3 +543,11 @@ class Administration:
         if leader is None:
             raise BrokerError("no load manager leader is elected yet", common_pb2.SERVICE_NOT_READY)
         return {"serviceUrl": leader}
+
+
+def _not_empty(namespace: str, topics: list[str]) -> BrokerError:
+    return BrokerError(
+        f"namespace {namespace} still has {len(topics)} topic(s) "
+        f"({', '.join(topics[:5])}); delete them first or use --force",
+        common_pb2.PRECONDITION_FAILED,
+    )

@@ -21,13 +21,12 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
-from broker.permissions import AuthPolicies
+from broker.namespace_policies import NamespacePolicies, default_policies, system_policies
 from broker.policies import AppliedPolicies, Policies, applied
 from broker.policy_cache import PolicyCache
 from broker.policy_values import retention_from
@@ -55,64 +54,6 @@ POLICY_UPDATE_ATTEMPTS = 20
 # its kept count is this old, or the namespace is this close to its limit.
 TOPIC_COUNT_MAX_AGE_S = 30.0
 TOPIC_COUNT_EXACT_WITHIN = 1000
-
-
-@dataclass(frozen=True)
-class NamespacePolicies:
-    """A namespace's policies (Pulsar's ``Policies`` document)."""
-
-    bundles: NamespaceBundles | None = None  # None: default_number_of_namespace_bundles
-    replication_clusters: tuple[str, ...] = ()
-    policies: Policies = field(
-        default_factory=Policies
-    )  # what the namespace sets (broker.policies)
-    auth: AuthPolicies = field(default_factory=AuthPolicies)  # grants (broker.permissions)
-    # The document as stored. Writing back keeps what this class does not
-    # know (a newer broker's policies) and the stored form of an unchanged
-    # field (an older document's bundle count stays a count).
-    stored: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def document(self) -> dict[str, Any]:
-        """The JSON document to store: Pulsar's field names, unset policies left out."""
-        doc = dict(self.stored)
-        if self.replication_clusters or "replication_clusters" in doc:
-            doc["replication_clusters"] = list(self.replication_clusters)
-        if self.bundles is None:
-            doc.pop("bundles", None)
-        elif not self._stored_bundles_are(self.bundles):
-            doc["bundles"] = self.bundles.to_policy()
-        if not self.auth.is_empty() or "auth_policies" in doc:
-            doc["auth_policies"] = self.auth.document()
-        return self.policies.into_document(doc)
-
-    def _stored_bundles_are(self, bundles: NamespaceBundles) -> bool:
-        stored = self.stored.get("bundles")
-        if stored is None:
-            return False
-        return NamespaceBundles.from_policy(stored, 0).boundaries == bundles.boundaries
-
-    def encode(self) -> bytes:
-        return json.dumps(self.document()).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> NamespacePolicies:
-        """From the stored document; an older document's bundle count reads
-        as that many equal bundles."""
-        doc = json.loads(data)
-        bundles = doc.get("bundles")
-        return cls(
-            bundles=None if bundles is None else NamespaceBundles.from_policy(bundles, 0),
-            replication_clusters=tuple(doc.get("replication_clusters", ())),
-            policies=Policies.from_document(doc),
-            auth=AuthPolicies.from_document(doc.get("auth_policies")),
-            stored=doc,
-        )
-
-    def bundles_or_default(self, default_count: int) -> NamespaceBundles:
-        return self.bundles if self.bundles is not None else NamespaceBundles.equal(default_count)
-
-    def with_policy(self, attr: str, value: Any) -> NamespacePolicies:
-        return replace(self, policies=self.policies.with_value(attr, value))
 
 
 def applied_policies(
@@ -159,24 +100,6 @@ def check_deletable(namespace: str) -> None:
             f"namespace {namespace} is the cluster's own and cannot be deleted",
             common_pb2.NOT_ALLOWED,
         )
-
-
-def default_policies(settings: BrokerSettings) -> NamespacePolicies:
-    """``public/default`` as the first broker creates it: the broker's default
-    number of bundles, replicated in its cluster."""
-    return NamespacePolicies(
-        bundles=NamespaceBundles.equal(settings.default_number_of_namespace_bundles),
-        replication_clusters=(settings.cluster_name,),
-    )
-
-
-def system_policies(settings: BrokerSettings) -> NamespacePolicies:
-    """``magnetar/system`` (the stats topic's namespace): one bundle (it
-    holds one topic), in the broker's cluster. Its retention is left unset,
-    so the stats_retention_* settings apply (:func:`applied_policies`)."""
-    return NamespacePolicies(
-        bundles=NamespaceBundles.equal(1), replication_clusters=(settings.cluster_name,)
-    )
 
 
 def must_list_topics(kept: tuple[int, float] | None, now: float, limit: int) -> bool:
@@ -588,13 +511,23 @@ class Namespaces:
         for parent in await self.partitioned_topics(namespace, wanted):
             n = await self.partitions_of(parent)
             found.update(parent.partition(i).full_name for i in range(n))
-        if PERSISTENT in wanted:
+        found.update(await self.made_topics(namespace, wanted, active))
+        return sorted(found)
+
+    async def made_topics(
+        self, namespace: str, domains: Iterable[str], active: Iterable[TopicName]
+    ) -> list[str]:
+        """Of :meth:`topics_of`, the topics that exist: the persistent ones
+        stored, the non-persistent ones of ``active`` (a partition nobody
+        has used is left out)."""
+        found: list[str] = []
+        if PERSISTENT in domains:
             for local in await self.metastore.children(
                 metadata_paths.managed_ledgers_of(namespace, PERSISTENT)
             ):
-                found.add(f"{PERSISTENT}://{namespace}/{local}")
-        if NON_PERSISTENT in wanted:
-            found.update(
+                found.append(f"{PERSISTENT}://{namespace}/{local}")
+        if NON_PERSISTENT in domains:
+            found += [
                 t.full_name for t in active if not t.is_persistent and t.namespace_name == namespace
-            )
+            ]
         return sorted(found)

@@ -283,10 +283,10 @@ class BrokerSettings:
     )
     max_concurrent_topic_closes: int = setting(
         64,
-        "Topics a broker closes at once when it closes many (a released bundle, shutdown, a "
-        "deleted namespace): each close writes its ledger's end and its ledger list to the "
-        "metastore, so a bundle of a thousand idle topics closed one by one stayed "
-        "unavailable for seconds.",
+        "Topics a broker closes at once when it closes many (a released bundle, shutdown), and "
+        "topics a forced namespace deletion deletes at once: each close writes its ledger's "
+        "end and its ledger list to the metastore, so a bundle of a thousand idle topics "
+        "closed one by one stayed unavailable for seconds.",
     )
     max_num_partitions_per_partitioned_topic: int = setting(
         1000, "Most partitions a partitioned topic may be created with."

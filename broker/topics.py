@@ -23,6 +23,7 @@ import logging
 import time
 
 from bookie.ledger_client import LedgerClient
+from broker import fan_out
 from broker.bundles import BundleRange
 from broker.compaction import CompactionService
 from broker.entry_cache import EntryCache
@@ -39,7 +40,7 @@ from broker.schema_registry import SchemaRegistry
 from broker.settings import BrokerSettings
 from broker.termination import load_termination
 from broker.topic import Topic, TopicBase, apply_to_ledger
-from metastore.client import MetastoreClient, Stat
+from metastore.client import MetastoreClient, Op, Stat
 from protos import common_pb2, metadata_paths
 from protos.topic_name import TopicName
 
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 
 # A long pass applying policies lets the event loop run other work this often.
 REAPPLY_STRIDE = 100
+
+# A deleted topic's metastore records go in transactions of at most this many
+# deletes (one fsynced write each rather than one per record).
+DELETES_PER_TXN = 128
 
 
 def rollover_policy(s: BrokerSettings) -> RolloverPolicy:
@@ -181,6 +186,11 @@ class TopicRegistry:
         for failed in (partitioned, overrides, record):
             if isinstance(failed, BaseException):
                 raise failed
+        if found[0].deleted and record is None:  # a stored topic loads, so that it can go
+            raise BrokerError(
+                f"{name}: namespace {name.namespace_name} is being deleted",
+                common_pb2.TOPIC_NOT_FOUND,
+            )
         assert not isinstance(overrides, BaseException) and not isinstance(record, BaseException)
         policies = self.namespaces.applied_with(name, found[0], overrides)
         if not name.is_persistent:
@@ -292,14 +302,7 @@ class TopicRegistry:
             if self.topics.get(topic.name.full_name) is topic:
                 del self.topics[topic.name.full_name]
             self.compaction.topic_closed(topic.name)
-        pending = iter(topics)  # shared: each worker takes the next topic as it is free
-
-        async def worker() -> None:
-            for topic in pending:
-                await self._close_one(topic)
-
-        workers = min(self.settings.max_concurrent_topic_closes, len(topics))
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        await fan_out.for_each(topics, self.settings.max_concurrent_topic_closes, self._close_one)
 
     async def _close_one(self, topic: TopicBase) -> None:
         try:
@@ -330,17 +333,18 @@ class TopicRegistry:
         if not isinstance(topic, Topic):
             return
         name = topic.name
-        for cursor in cursors:
-            await self.metastore.delete(topic.ledger.cursor_key(cursor))
         # Cursors and the end mark go before the ledger list: a topic whose list
         # is missing has neither (a load that makes the list reads neither).
-        for key in (
+        keys = [topic.ledger.cursor_key(cursor) for cursor in cursors]
+        keys += [
             metadata_paths.terminated(name),
             metadata_paths.managed_ledger(name),
             metadata_paths.dedup_snapshot(name),
             metadata_paths.topic_policies(name),
-        ):
-            await self.metastore.delete(key)
+        ]
+        for start in range(0, len(keys), DELETES_PER_TXN):
+            chunk = keys[start : start + DELETES_PER_TXN]
+            await self.metastore.txn([], [Op(key) for key in chunk])
         for ledger_id in topic.ledger.ledger_ids:
             try:
                 await self.ledgers.delete_ledger(ledger_id)

@@ -5,7 +5,9 @@ TopicNotFound naming it; an administrator gets NotFound."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 import subprocess
 import sys
 
@@ -21,7 +23,11 @@ from client.exceptions import (
     PreconditionFailed,
     TopicNotFound,
 )
-from tests.harness import ROOT
+from metastore.client import MetastoreClient
+from protos import metadata_paths
+from protos.topic_name import TopicName
+from tests.harness import ROOT, wait_for
+from tests.metrics_scrape import scrape
 
 _n = itertools.count()
 
@@ -141,6 +147,120 @@ def test_namespace_delete_is_refused_while_it_has_topics_unless_forced(admin, te
         pytest.raises(TopicNotFound, match=f"namespace {ns} does not exist"),
     ):
         c.create_producer(topic)
+
+
+def _metastore_writes(cluster) -> dict[str, float]:
+    s = scrape(int(cluster.endpoints["metrics"]["metastore"]))
+    return {
+        k: s.get("pulsar_metadata_store_ops_latency_ms_count", type=k, status="success") or 0.0
+        for k in ("del", "txn")
+    }
+
+
+async def _keys_of(cluster, names: list[TopicName]) -> list[str]:
+    """Every metastore key a topic of ``names`` has (its ledger list and
+    cursors, end mark, deduplication snapshot, policy overrides)."""
+    ms = MetastoreClient(cluster.endpoints["metastore"])
+    try:
+        found: list[str] = []
+        for name in names:
+            for key in (
+                metadata_paths.managed_ledger(name),
+                metadata_paths.terminated(name),
+                metadata_paths.dedup_snapshot(name),
+                metadata_paths.topic_policies(name),
+            ):
+                records, _ = await ms.list_prefix(key)
+                found += [r.key for r in records]
+        return found
+    finally:
+        await ms.close()
+
+
+def test_a_forced_namespace_delete_removes_each_topics_records_in_one_write(admin, tenant, cluster):
+    """Each topic's records (2 cursors, the ledger list, the end mark, a
+    policy override) go in one metastore transaction, not a delete each."""
+    ns = f"{tenant}/records"
+    admin.namespaces.create_namespace(ns, bundles=1)
+    topics = [f"persistent://{ns}/t{i}" for i in range(4)]
+    with Client(cluster.service_url) as c:
+        for topic in topics:
+            c.create_producer(topic).send(b"x")
+            admin.topics.create_subscription(topic, "a")
+            admin.topics.create_subscription(topic, "b")
+            admin.topics.set_message_ttl(topic, 60)
+        admin.topics.terminate(topics[0])
+        names = [TopicName.parse(t) for t in topics]
+        stored = asyncio.run(_keys_of(cluster, names))
+        assert len(stored) == 4 * 4 + 1, stored  # list, 2 cursors, overrides; one end mark
+        before = _metastore_writes(cluster)
+        deleted = admin.namespaces.delete_namespace(ns, force=True)
+        spent = {k: v - before[k] for k, v in _metastore_writes(cluster).items()}
+    assert sorted(deleted["topics"]) == topics
+    assert asyncio.run(_keys_of(cluster, names)) == []
+    # One transaction per topic; the deletes left are each topic's ledger
+    # record and the namespace's own (its bundle and policies): before,
+    # the 17 records above were 17 deletes more.
+    assert spent["txn"] >= 4, spent
+    assert spent["del"] <= 4 + 3, spent
+
+
+def test_a_forced_namespace_delete_passes_over_partitions_nobody_used(admin, tenant, cluster):
+    ns = f"{tenant}/parted"
+    admin.namespaces.create_namespace(ns, bundles=1)
+    topic = f"persistent://{ns}/p"
+    admin.topics.create_partitioned_topic(topic, 3)
+    with Client(cluster.service_url) as c:
+        c.create_producer(f"{topic}-partition-1").send(b"x")  # 0 and 2 never made
+    deleted = admin.namespaces.delete_namespace(ns, force=True)
+    assert deleted["topics"] == [f"{topic}-partition-{i}" for i in range(3)]
+    assert ns not in admin.namespaces.get_namespaces(tenant)
+    names = [TopicName.parse(f"{topic}-partition-{i}") for i in range(3)]
+    assert asyncio.run(_keys_of(cluster, names)) == []
+
+
+async def _mark_deleted(cluster, namespace: str) -> None:
+    """Set the namespace's ``deleted`` mark as a deletion does before its
+    topics go (here, with no deletion following)."""
+    ms = MetastoreClient(cluster.endpoints["metastore"])
+    try:
+        key = metadata_paths.namespace_policies(namespace)
+        stat = await ms.get(key)
+        assert stat is not None
+        doc = json.loads(stat.value) | {"deleted": True}
+        await ms.put(key, json.dumps(doc).encode(), expected_version=stat.version)
+    finally:
+        await ms.close()
+
+
+def test_no_topic_is_made_in_a_namespace_being_deleted(admin, tenant, cluster):
+    """A deletion marks the namespace first: a new topic is refused from
+    then on (a producer reconnecting between two topics' deletions made its
+    topic again, left behind once the namespace was gone); a stored topic
+    still loads, so that the deletion can delete it."""
+    ns = f"{tenant}/going"
+    admin.namespaces.create_namespace(ns, bundles=1)
+    old, new = f"persistent://{ns}/old", f"persistent://{ns}/new"
+    with Client(cluster.service_url) as c:
+        c.create_producer(old).send(b"x")
+    asyncio.run(_mark_deleted(cluster, ns))
+
+    def refused() -> bool:
+        try:
+            with Client(cluster.service_url) as c:
+                c.create_producer(new).close()
+        except TopicNotFound as exc:
+            assert f"namespace {ns} is being deleted" in str(exc)
+            return True
+        admin.topics.delete(new, force=True)  # made before the broker saw the mark
+        return False
+
+    wait_for(refused, 10, "a new topic refused in a namespace being deleted")
+    admin.namespaces.unload(ns)
+    with Client(cluster.service_url) as c:
+        c.create_producer(old).send(b"y")  # loads again
+    assert admin.namespaces.get_topics(ns) == [old]
+    assert admin.namespaces.delete_namespace(ns, force=True)["topics"] == [old]
 
 
 def test_tenant_delete_is_refused_while_it_has_namespaces_unless_forced(admin, cluster):

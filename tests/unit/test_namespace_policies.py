@@ -1,4 +1,4 @@
-"""Typed namespace policies (broker/namespaces.py): one document, Pulsar's
+"""Typed namespace policies (broker/namespace_policies.py, broker/namespaces.py): one document, Pulsar's
 field names, defaults applied where a policy is used."""
 
 from __future__ import annotations
@@ -11,13 +11,8 @@ import pytest
 from broker.bundles import NamespaceBundles
 from broker.errors import BrokerError
 from broker.ledger_rules import RetentionPolicy
-from broker.namespaces import (
-    NamespacePolicies,
-    applied_policies,
-    default_policies,
-    parse_namespace,
-    system_policies,
-)
+from broker.namespace_policies import NamespacePolicies, default_policies, system_policies
+from broker.namespaces import applied_policies, parse_namespace
 from broker.policies import Policies, applied
 from broker.settings import BrokerSettings
 
@@ -53,6 +48,23 @@ def test_unset_policies_fall_back_to_the_broker_settings_when_used():
     off = bare.with_policy("deduplication_enabled", False)
     assert applied(None, off.policies, settings).deduplication_enabled is False
     assert json.loads(bare.encode()) == {}  # unset stays unset
+
+
+# stored "deleted" -> read as; written back as
+@pytest.mark.parametrize(
+    ("stored", "deleted", "written"),
+    [
+        ({}, False, {}),  # never marked: not written
+        ({"deleted": True}, True, {"deleted": True}),
+        ({"deleted": False}, False, {"deleted": False}),  # unmarked: kept, as false
+        ({"deleted": "yes"}, False, {"deleted": False}),  # only true marks it
+    ],
+)
+def test_the_deleted_mark_round_trips(stored, deleted, written):
+    policies = NamespacePolicies.decode(json.dumps(stored).encode())
+    assert policies.deleted is deleted
+    assert json.loads(policies.encode()) == written
+    assert json.loads(replace(policies, deleted=True).encode()) == {"deleted": True}
 
 
 def test_an_older_documents_bundle_count_reads_as_equal_bundles():
