@@ -25,6 +25,7 @@ from broker.bundle_state import BundleState
 from broker.bundles import BundleRange, InvalidBundleError
 from broker.errors import BrokerError
 from broker.expiry import expire_subscription
+from broker.namespace_policies import NamespacePolicies
 from broker.namespaces import Namespaces, parse_namespace
 from broker.namespaces import check_deletable as check_namespace_deletable
 from broker.ownership import NotOwnerError, Ownership, bundle_key
@@ -190,12 +191,15 @@ class Administration:
         return await self.call(operation, {"topic": topic, **arguments}, False)
 
     async def _delete_forced(self, topic: str) -> None:
-        """Delete ``topic`` for its namespace's deletion: one already gone (or
-        a partition nobody has used) is fine."""
+        """Delete ``topic`` for its namespace's deletion: one with nothing
+        stored (gone already, or a partition nobody has used) is fine."""
         try:
             await self._each_topic("topics.delete", topic, {"force": True})
         except MagnetarServerError as exc:
             if exc.code != common_pb2.TOPIC_NOT_FOUND:
+                raise
+            name = TopicName.parse(topic)
+            if name.is_persistent and await self.namespaces.managed_ledger_exists(name):
                 raise
 
     async def topics_delete(self, topic: str, force: Any = False) -> dict[str, Any]:
@@ -417,20 +421,19 @@ class Administration:
     async def delete_namespace(self, namespace: str, force: bool) -> list[str]:
         """Delete a namespace with no topics; forced, its topics are deleted
         first (their clients closed). The namespace is marked deleted before
-        any topic goes, so that none is made in it meanwhile (a producer
-        reconnecting between two deletions made its topic again); a topic
-        made just before the mark is found by listing again. Its bundles are
-        released and their records removed, then its policies record."""
+        any topic goes, so that no new one is made in it meanwhile (a
+        producer reconnecting between two deletions made its topic again);
+        one made by a broker yet to see the mark is found by listing again.
+        Its bundles are released and their records removed, then its
+        policies record."""
         check_namespace_deletable(namespace)
         topics = await self._namespace_topics(namespace)
         partitioned = await self.namespaces.partitioned_topics(namespace)
         if (topics or partitioned) and not force:
             raise _not_empty(namespace, topics)
-        await self._mark_deleted(namespace, True)
-        topics = await self._namespace_topics(namespace)
-        if topics and not force:  # made between the check and the mark
-            await self._mark_deleted(namespace, False)
-            raise _not_empty(namespace, topics)
+        marked_before = await self._mark_deleted(namespace, True)
+        if not force:
+            await self._check_still_empty(namespace, marked_before)
         deleted = await self._delete_all_topics(namespace, topics)
         for name in await self.namespaces.partitioned_topics(namespace):
             await self.namespaces.delete_partitioned_topic(name)
@@ -439,32 +442,50 @@ class Administration:
         await self.ownership.forget_namespace(namespace)
         return deleted
 
-    async def _mark_deleted(self, namespace: str, deleted: bool) -> None:
-        await self.namespaces.update(
-            namespace, lambda p: replace(p, deleted=deleted), common_pb2.NOT_FOUND
-        )
+    async def _mark_deleted(self, namespace: str, deleted: bool) -> bool:
+        """Set the namespace's deletion mark; whether it was set before."""
+        before: list[bool] = []
+
+        def change(policies: NamespacePolicies) -> NamespacePolicies:
+            before.append(policies.deleted)  # (of the attempt that is written)
+            return replace(policies, deleted=deleted)
+
+        await self.namespaces.update(namespace, change, common_pb2.NOT_FOUND)
+        self.ownership.forget_bundles(namespace)  # (kept with the record's version)
+        return before[-1]
+
+    async def _check_still_empty(self, namespace: str, marked_before: bool) -> None:
+        """A deletion not forced, once it marked the namespace: a topic made
+        between its check and the mark refuses it. Then, or on any failure,
+        the mark goes again, unless it was there before (a forced deletion's)."""
+        try:
+            topics = await self._namespace_topics(namespace)
+            if topics:
+                raise _not_empty(namespace, topics)
+        except BaseException:
+            if not marked_before:
+                await self._mark_deleted(namespace, False)
+            raise
 
     async def _delete_all_topics(self, namespace: str, topics: list[str]) -> list[str]:
         """Delete ``topics`` (forced), ``max_concurrent_topic_closes`` at a
-        time, then any the namespace lists still (made by a broker that had
-        yet to see the mark), up to ``DELETE_PASSES`` times."""
+        time, then those the namespace still has (made by a broker that had
+        yet to see the mark), listing it up to ``DELETE_PASSES`` times."""
         deleted: list[str] = []
+        limit = self.topics.settings.max_concurrent_topic_closes
         for _ in range(DELETE_PASSES):
-            if not topics:
-                return deleted
-            limit = self.topics.settings.max_concurrent_topic_closes
             await fan_out.for_each(topics, limit, self._delete_forced)
             deleted += [t for t in topics if t not in deleted]
             topics = await self.namespaces.made_topics(
                 namespace, DOMAINS, self.topics.active_names()
             )
-        if topics:
-            raise BrokerError(
-                f"topics of {namespace} were still being made after {DELETE_PASSES} passes "
-                f"({', '.join(topics[:5])}); delete the namespace again",
-                common_pb2.CONFLICT,
-            )
-        return deleted
+            if not topics:
+                return deleted
+        raise BrokerError(
+            f"topics of {namespace} were still being made after {DELETE_PASSES} passes "
+            f"({', '.join(topics[:5])}); delete the namespace again",
+            common_pb2.CONFLICT,
+        )
 
     async def tenants_delete(self, tenant: str, force: Any = False) -> dict[str, Any]:
         """Delete a tenant with no namespaces; forced, its namespaces (and

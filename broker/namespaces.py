@@ -117,6 +117,11 @@ def _missing(namespace: str, code: int = common_pb2.TOPIC_NOT_FOUND) -> BrokerEr
     return BrokerError(f"namespace {namespace} does not exist", code)
 
 
+def being_deleted(namespace: str, code: int = common_pb2.TOPIC_NOT_FOUND) -> BrokerError:
+    """No new topic in a namespace marked deleted (NamespacePolicies.deleted)."""
+    return BrokerError(f"namespace {namespace} is being deleted", code)
+
+
 class Namespaces:
     def __init__(self, metastore: MetastoreClient, settings: BrokerSettings) -> None:
         self.metastore = metastore
@@ -341,7 +346,7 @@ class Namespaces:
         n, found = await asyncio.gather(
             self.partitions_of(name), self.read(name.namespace_name, cached=True)
         )
-        if n or found is None:
+        if n or found is None or found[0].deleted:  # (being deleted: its loads refuse)
             return n
         # autoTopicCreationOverride is a namespace policy (no topic overrides
         # it): only a namespace that creates partitioned topics needs to know
@@ -394,8 +399,11 @@ class Namespaces:
                 f"{name} is a partition name; name the partitioned topic itself",
                 common_pb2.INVALID_TOPIC_NAME,
             )
-        if not await self.exists(name.namespace_name):
+        found = await self.read(name.namespace_name)
+        if found is None:
             raise _missing(name.namespace_name)
+        if found[0].deleted:
+            raise being_deleted(name.namespace_name, common_pb2.NOT_ALLOWED)
         if exists_unpartitioned or await self.managed_ledger_exists(name):
             raise BrokerError(
                 f"{name} already exists as a non-partitioned topic", common_pb2.NOT_ALLOWED

@@ -209,10 +209,13 @@ class NamespaceRecords:
 
 
 def only_bundles_changed(before: bytes, after: bytes) -> bool:
-    """Whether two namespace records differ in their bundle boundaries at
-    most (same policies, grants and clusters); False for one that does not decode."""
+    """Whether two namespace records differ in their bundle boundaries or
+    their deletion mark at most (same policies, grants and clusters); False
+    for one that does not decode."""
     try:
         old, new = NamespacePolicies.decode(before), NamespacePolicies.decode(after)
     except Exception:  # not a record this broker reads: apply again, as for any change
         return False
-    return dataclasses.replace(old, bundles=None) == dataclasses.replace(new, bundles=None)
+    return dataclasses.replace(old, bundles=None, deleted=False) == dataclasses.replace(
+        new, bundles=None, deleted=False
+    )

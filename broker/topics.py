@@ -32,7 +32,7 @@ from broker.ledger_rules import RolloverPolicy
 from broker.managed_ledger import ManagedLedger
 from broker.message_counts import TableBudget
 from broker.metrics import BrokerMetrics, TopicMetrics
-from broker.namespaces import NamespacePolicies, Namespaces
+from broker.namespaces import NamespacePolicies, Namespaces, being_deleted
 from broker.non_persistent import NonPersistentTopic
 from broker.ownership import Ownership, bundle_key
 from broker.quota_enforcement import QuotaGuard
@@ -84,6 +84,7 @@ class TopicRegistry:
         self.compaction = CompactionService(metastore, ledgers, settings)
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
+        self._deleting: set[str] = set()  # topics whose deletion is under way
         # Topics whose policies changed while they were loading (they read
         # theirs before): they apply them again once loaded.
         self._changed_while_loading: set[str] = set()
@@ -110,6 +111,10 @@ class TopicRegistry:
         topic = self.topics.get(name.full_name)
         if topic is not None:
             return topic
+        if name.full_name in self._deleting:
+            raise BrokerError(
+                f"{name} is being deleted; try again in a moment", common_pb2.SERVICE_NOT_READY
+            )
         await self.ownership.ensure_owner(name)
         loading = self._loading.get(name.full_name)
         if loading is not None:
@@ -163,6 +168,12 @@ class TopicRegistry:
             raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
         return await self.get_topic(name)
 
+    async def _stored(self, name: TopicName, read: bool, record: Stat | None) -> bool:
+        """Whether ``name``'s ledger list exists (``record``, if ``read``)."""
+        if read or not name.is_persistent:
+            return record is not None
+        return await self.namespaces.managed_ledger_exists(name)
+
     def active_names(self) -> list[TopicName]:
         return [t.name for t in self.topics.values()]
 
@@ -186,12 +197,9 @@ class TopicRegistry:
         for failed in (partitioned, overrides, record):
             if isinstance(failed, BaseException):
                 raise failed
-        if found[0].deleted and record is None:  # a stored topic loads, so that it can go
-            raise BrokerError(
-                f"{name}: namespace {name.namespace_name} is being deleted",
-                common_pb2.TOPIC_NOT_FOUND,
-            )
         assert not isinstance(overrides, BaseException) and not isinstance(record, BaseException)
+        if found[0].deleted and not await self._stored(name, stored, record):
+            raise being_deleted(name.namespace_name)  # (a stored one loads, so that it can go)
         policies = self.namespaces.applied_with(name, found[0], overrides)
         if not name.is_persistent:
             plain = NonPersistentTopic(name, self.settings, self.metrics.topic(name))
@@ -327,6 +335,16 @@ class TopicRegistry:
                 "close them first or delete with --force",
                 common_pb2.PRECONDITION_FAILED,
             )
+        # Until its records are gone the topic is not loaded again (a
+        # producer reconnecting in between would write to a ledger that the
+        # deletion then unlists): its clients are told to retry.
+        self._deleting.add(topic.name.full_name)
+        try:
+            await self._delete(topic)
+        finally:
+            self._deleting.discard(topic.name.full_name)
+
+    async def _delete(self, topic: TopicBase) -> None:
         cursors = list(topic.subscriptions)
         await self._close([topic])
         self.metrics.forget_topic(topic.name)

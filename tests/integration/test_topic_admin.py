@@ -38,6 +38,27 @@ def test_delete_a_topic_refused_while_connected_unless_forced(admin, cluster, to
         admin.topics.stats(name)
 
 
+def test_a_producer_of_a_force_deleted_topic_sends_on_to_the_topic_made_anew(admin, cluster, topic):
+    """What it sends after the deletion is stored in the new topic's records
+    (and read after a reload). The broker does not load the topic again
+    until the deletion has removed its records: a reload in between would
+    write to a ledger that the deletion then unlists. That window is a few
+    milliseconds and this test does not hit it reliably."""
+    name = f"persistent://public/default/{topic}"
+    with Client(cluster.service_url) as c:
+        producer = c.create_producer(name)
+        producer.send(b"before")
+        admin.topics.delete(name, force=True)
+        producer.send(b"after")  # on the topic made anew
+    admin.namespaces.unload("public/default")  # the topic loads again from its records
+    with Client(cluster.service_url) as c:
+        reader = c.create_reader(name, MessageId.earliest)
+        got = []
+        while reader.has_message_available():
+            got.append(reader.read_next(5000).data())
+    assert got == [b"after"]
+
+
 def test_delete_a_partitioned_topic_whose_partitions_nobody_used(admin, topic):
     name = f"persistent://public/default/{topic}"
     admin.topics.create_partitioned_topic(name, 3)

@@ -46,6 +46,8 @@ def _with(**changes):
         (_with(), True),  # the same record
         (_with(bundles=_FIVE), True),  # a split
         (_with(bundles=None), True),  # back to the default count
+        (_with(deleted=True), True),  # the namespace's deletion begins: its topics go
+        (_with(deleted=True, message_ttl_in_seconds=60), False),
         (_with(bundles=_FIVE, message_ttl_in_seconds=60), False),  # a split and a policy
         (_with(retention_policies={"retentionTimeInMinutes": 6, "retentionSizeInMB": 10}), False),
         (_with(auth_policies={"namespace_auth": {"app": ["consume"]}}), False),  # a grant
