@@ -199,8 +199,10 @@ class Administration:
             if exc.code != common_pb2.TOPIC_NOT_FOUND:
                 raise
             name = TopicName.parse(topic)
-            if name.is_persistent and await self.namespaces.managed_ledger_exists(name):
-                raise
+            if name.is_persistent:
+                if await self.namespaces.managed_ledger_exists(name):
+                    raise
+                await self.topics.purge_leftovers(name)
 
     async def topics_delete(self, topic: str, force: Any = False) -> dict[str, Any]:
         """Delete a topic (a partitioned one: every partition, then its metadata)."""
@@ -432,13 +434,18 @@ class Administration:
         if (topics or partitioned) and not force:
             raise _not_empty(namespace, topics)
         marked_before = await self._mark_deleted(namespace, True)
-        if not force:
-            await self._check_still_empty(namespace, marked_before)
-        deleted = await self._delete_all_topics(namespace, topics)
-        for name in await self.namespaces.partitioned_topics(namespace):
-            await self.namespaces.delete_partitioned_topic(name)
-        await self.unload(namespace, None)
-        await self.namespaces.delete_record(namespace)
+        try:
+            deleted = await self._delete_all_topics(namespace, topics, force)
+            for name in await self.namespaces.partitioned_topics(namespace):
+                await self.namespaces.delete_partitioned_topic(name)
+            await self.unload(namespace, None)
+            await self.namespaces.delete_record(namespace)
+        except BaseException:
+            # A deletion not forced leaves the namespace as it found it; a
+            # forced one leaves the mark, to be run again.
+            if not force and not marked_before:
+                await self._mark_deleted(namespace, False)
+            raise
         await self.ownership.forget_namespace(namespace)
         return deleted
 
@@ -454,23 +461,11 @@ class Administration:
         self.ownership.forget_bundles(namespace)  # (kept with the record's version)
         return before[-1]
 
-    async def _check_still_empty(self, namespace: str, marked_before: bool) -> None:
-        """A deletion not forced, once it marked the namespace: a topic made
-        between its check and the mark refuses it. Then, or on any failure,
-        the mark goes again, unless it was there before (a forced deletion's)."""
-        try:
-            topics = await self._namespace_topics(namespace)
-            if topics:
-                raise _not_empty(namespace, topics)
-        except BaseException:
-            if not marked_before:
-                await self._mark_deleted(namespace, False)
-            raise
-
-    async def _delete_all_topics(self, namespace: str, topics: list[str]) -> list[str]:
+    async def _delete_all_topics(self, namespace: str, topics: list[str], force: bool) -> list[str]:
         """Delete ``topics`` (forced), ``max_concurrent_topic_closes`` at a
         time, then those the namespace still has (made by a broker that had
-        yet to see the mark), listing it up to ``DELETE_PASSES`` times."""
+        yet to see the mark), listing it up to ``DELETE_PASSES`` times. Not
+        forced, a topic listed after the mark refuses the deletion."""
         deleted: list[str] = []
         limit = self.topics.settings.max_concurrent_topic_closes
         for _ in range(DELETE_PASSES):
@@ -481,6 +476,8 @@ class Administration:
             )
             if not topics:
                 return deleted
+            if not force:
+                raise _not_empty(namespace, topics)
         raise BrokerError(
             f"topics of {namespace} were still being made after {DELETE_PASSES} passes "
             f"({', '.join(topics[:5])}); delete the namespace again",

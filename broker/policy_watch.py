@@ -17,8 +17,9 @@ watch runs, the namespace records topic loads read are kept in memory
 
 A namespace record also holds the namespace's bundle boundaries, which every
 bundle split rewrites. An event whose record differs from the namespace's
-previous event only in its boundaries (:func:`only_bundles_changed`) changes
-no policy and no grant: the loaded topics are left as they are (applying
+previous event only in its boundaries, or in the mark a namespace's deletion
+sets first (:func:`only_bundles_changed`), changes no policy and no grant:
+the loaded topics are left as they are (applying
 again would rebuild the policies of every loaded topic of the namespace:
 ten thousand for a split of a crowded namespace). Applying a namespace's
 change reads no topic's overrides: each loaded topic keeps those it read

@@ -84,7 +84,8 @@ class TopicRegistry:
         self.compaction = CompactionService(metastore, ledgers, settings)
         self.topics: dict[str, TopicBase] = {}
         self._loading: dict[str, asyncio.Future] = {}
-        self._deleting: set[str] = set()  # topics whose deletion is under way
+        # Topics whose records are being deleted: loads wait for it.
+        self._deleting: dict[str, asyncio.Future] = {}
         # Topics whose policies changed while they were loading (they read
         # theirs before): they apply them again once loaded.
         self._changed_while_loading: set[str] = set()
@@ -111,11 +112,13 @@ class TopicRegistry:
         topic = self.topics.get(name.full_name)
         if topic is not None:
             return topic
-        if name.full_name in self._deleting:
-            raise BrokerError(
-                f"{name} is being deleted; try again in a moment", common_pb2.SERVICE_NOT_READY
-            )
         await self.ownership.ensure_owner(name)
+        deleting = self._deleting.get(name.full_name)
+        if deleting is not None:  # loaded again once its records are gone
+            await asyncio.shield(deleting)
+        topic = self.topics.get(name.full_name)  # (loaded while this waited)
+        if topic is not None:
+            return topic
         loading = self._loading.get(name.full_name)
         if loading is not None:
             return await asyncio.shield(loading)  # type: ignore[no-any-return]
@@ -337,19 +340,31 @@ class TopicRegistry:
             )
         # Until its records are gone the topic is not loaded again (a
         # producer reconnecting in between would write to a ledger that the
-        # deletion then unlists): its clients are told to retry.
-        self._deleting.add(topic.name.full_name)
+        # deletion then unlists): a load waits for them to go.
+        key = topic.name.full_name
+        if key in self._deleting:  # deleted already, by another call
+            await asyncio.shield(self._deleting[key])
+            raise BrokerError(f"topic {topic.name} does not exist", common_pb2.TOPIC_NOT_FOUND)
+        done = self._deleting[key] = asyncio.get_running_loop().create_future()
         try:
-            await self._delete(topic)
+            ledger_ids = await self._delete_records(topic)
         finally:
-            self._deleting.discard(topic.name.full_name)
+            del self._deleting[key]
+            done.set_result(None)
+        for ledger_id in ledger_ids:
+            try:
+                await self.ledgers.delete_ledger(ledger_id)
+            except Exception:
+                log.exception("deleting ledger %d of %s", ledger_id, topic.name)
+        log.info("%s deleted", topic.name)
 
-    async def _delete(self, topic: TopicBase) -> None:
+    async def _delete_records(self, topic: TopicBase) -> list[int]:
+        """Close ``topic`` and delete its records; the ledgers to delete."""
         cursors = list(topic.subscriptions)
         await self._close([topic])
         self.metrics.forget_topic(topic.name)
         if not isinstance(topic, Topic):
-            return
+            return []
         name = topic.name
         # Cursors and the end mark go before the ledger list: a topic whose list
         # is missing has neither (a load that makes the list reads neither).
@@ -360,16 +375,22 @@ class TopicRegistry:
             metadata_paths.dedup_snapshot(name),
             metadata_paths.topic_policies(name),
         ]
+        await self.delete_keys(keys)
+        await self.compaction.forget(name)
+        return list(topic.ledger.ledger_ids)
+
+    async def delete_keys(self, keys: list[str]) -> None:
+        """Delete ``keys`` in order, in transactions of ``DELETES_PER_TXN``."""
         for start in range(0, len(keys), DELETES_PER_TXN):
             chunk = keys[start : start + DELETES_PER_TXN]
             await self.metastore.txn([], [Op(key) for key in chunk])
-        for ledger_id in topic.ledger.ledger_ids:
-            try:
-                await self.ledgers.delete_ledger(ledger_id)
-            except Exception:
-                log.exception("deleting ledger %d of %s", ledger_id, name)
-        await self.compaction.forget(name)
-        log.info("%s deleted", name)
+
+    async def purge_leftovers(self, name: TopicName) -> None:
+        """Delete the records left under a topic whose ledger list is gone
+        (a cursor written after its deletion): the namespace lists it
+        while any is there."""
+        records, _ = await self.metastore.list_prefix(metadata_paths.managed_ledger(name) + "/")
+        await self.delete_keys([r.key for r in records])
 
     def topic_moved(self, topic: TopicBase, why: str) -> None:
         """Another broker took ``topic`` (its ledger was fenced under us):

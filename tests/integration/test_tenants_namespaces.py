@@ -222,6 +222,30 @@ def test_a_forced_namespace_delete_passes_over_partitions_nobody_used(admin, ten
     assert asyncio.run(_keys_of(cluster, names)) == []
 
 
+async def _put(cluster, key: str, value: bytes) -> None:
+    ms = MetastoreClient(cluster.endpoints["metastore"])
+    try:
+        await ms.put(key, value)
+    finally:
+        await ms.close()
+
+
+def test_a_forced_namespace_delete_removes_records_left_under_a_deleted_topic(
+    admin, tenant, cluster
+):
+    """A cursor record written after its topic's deletion makes the
+    namespace list the topic (its ledger list is gone): the deletion
+    removes the record rather than finding the topic there on every pass."""
+    ns = f"{tenant}/stray"
+    admin.namespaces.create_namespace(ns, bundles=1)
+    ghost = TopicName.parse(f"persistent://{ns}/ghost")
+    asyncio.run(_put(cluster, metadata_paths.cursor(ghost, "sub"), b"{}"))
+    assert admin.namespaces.get_topics(ns) == [ghost.full_name]
+    admin.namespaces.delete_namespace(ns, force=True)
+    assert ns not in admin.namespaces.get_namespaces(tenant)
+    assert asyncio.run(_keys_of(cluster, [ghost])) == []
+
+
 async def _mark_deleted(cluster, namespace: str) -> None:
     """Set the namespace's ``deleted`` mark as a deletion does before its
     topics go (here, with no deletion following)."""
