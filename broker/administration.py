@@ -14,6 +14,7 @@ returned as it came.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -44,6 +45,8 @@ from broker.topics import TopicRegistry
 from protos import common_pb2
 from protos.errors import MagnetarServerError
 from protos.topic_name import DOMAINS, TopicName
+
+log = logging.getLogger(__name__)
 
 Operation = Callable[..., Awaitable[Any]]
 # A namespace's deletion lists and deletes its topics at most this many times
@@ -436,7 +439,10 @@ class Administration:
         marked_before = await self._mark_deleted(namespace, True)
         try:
             deleted = await self._delete_all_topics(namespace, topics, force)
-            for name in await self.namespaces.partitioned_topics(namespace):
+            partitioned = await self.namespaces.partitioned_topics(namespace)
+            if partitioned and not force:  # made between the check and the mark
+                raise _not_empty(namespace, [p.full_name for p in partitioned])
+            for name in partitioned:
                 await self.namespaces.delete_partitioned_topic(name)
             await self.unload(namespace, None)
             await self.namespaces.delete_record(namespace)
@@ -444,7 +450,7 @@ class Administration:
             # A deletion not forced leaves the namespace as it found it; a
             # forced one leaves the mark, to be run again.
             if not force and not marked_before:
-                await self._mark_deleted(namespace, False)
+                await self._unmark(namespace)
             raise
         await self.ownership.forget_namespace(namespace)
         return deleted
@@ -460,6 +466,12 @@ class Administration:
         await self.namespaces.update(namespace, change, common_pb2.NOT_FOUND)
         self.ownership.forget_bundles(namespace)  # (kept with the record's version)
         return before[-1]
+
+    async def _unmark(self, namespace: str) -> None:
+        try:
+            await self._mark_deleted(namespace, False)
+        except Exception:  # (the deletion's own failure is what its caller gets)
+            log.exception("removing the deletion mark of %s", namespace)
 
     async def _delete_all_topics(self, namespace: str, topics: list[str], force: bool) -> list[str]:
         """Delete ``topics`` (forced), ``max_concurrent_topic_closes`` at a

@@ -113,9 +113,7 @@ class TopicRegistry:
         if topic is not None:
             return topic
         await self.ownership.ensure_owner(name)
-        deleting = self._deleting.get(name.full_name)
-        if deleting is not None:  # loaded again once its records are gone
-            await asyncio.shield(deleting)
+        await self.deletion_done(name)  # loaded again once its records are gone
         topic = self.topics.get(name.full_name)  # (loaded while this waited)
         if topic is not None:
             return topic
@@ -167,6 +165,7 @@ class TopicRegistry:
             return topic
         if not name.is_persistent:
             raise BrokerError(f"topic {name} is not active", common_pb2.TOPIC_NOT_FOUND)
+        await self.deletion_done(name)  # (an admin call does not make it anew)
         if not await self.namespaces.managed_ledger_exists(name):
             raise BrokerError(f"topic {name} does not exist", common_pb2.TOPIC_NOT_FOUND)
         return await self.get_topic(name)
@@ -342,8 +341,13 @@ class TopicRegistry:
         # producer reconnecting in between would write to a ledger that the
         # deletion then unlists): a load waits for them to go.
         key = topic.name.full_name
-        if key in self._deleting:  # deleted already, by another call
+        if key in self._deleting:  # being deleted by another call
             await asyncio.shield(self._deleting[key])
+            if topic.name.is_persistent and await self.namespaces.managed_ledger_exists(topic.name):
+                raise BrokerError(
+                    f"{topic.name}: another deletion of it failed; delete it again",
+                    common_pb2.CONFLICT,
+                )
             raise BrokerError(f"topic {topic.name} does not exist", common_pb2.TOPIC_NOT_FOUND)
         done = self._deleting[key] = asyncio.get_running_loop().create_future()
         try:
@@ -351,12 +355,23 @@ class TopicRegistry:
         finally:
             del self._deleting[key]
             done.set_result(None)
+        # What nothing refers to any more: a failure here leaves space, not a topic.
         for ledger_id in ledger_ids:
             try:
                 await self.ledgers.delete_ledger(ledger_id)
             except Exception:
                 log.exception("deleting ledger %d of %s", ledger_id, topic.name)
+        try:
+            await self.compaction.forget(topic.name)
+        except Exception:
+            log.exception("deleting the compacted ledgers of %s", topic.name)
         log.info("%s deleted", topic.name)
+
+    async def deletion_done(self, name: TopicName) -> None:
+        """Return once no deletion of ``name``'s records is under way here."""
+        deleting = self._deleting.get(name.full_name)
+        if deleting is not None:
+            await asyncio.shield(deleting)
 
     async def _delete_records(self, topic: TopicBase) -> list[int]:
         """Close ``topic`` and delete its records; the ledgers to delete."""
@@ -376,7 +391,6 @@ class TopicRegistry:
             metadata_paths.topic_policies(name),
         ]
         await self.delete_keys(keys)
-        await self.compaction.forget(name)
         return list(topic.ledger.ledger_ids)
 
     async def delete_keys(self, keys: list[str]) -> None:
