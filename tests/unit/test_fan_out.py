@@ -11,7 +11,7 @@ from broker import fan_out
 
 
 class Boom(Exception):
-    pass
+    """The failure an item's action raises here."""
 
 
 def _run(
