@@ -26,6 +26,8 @@ from protos.message_id import MessageId
 
 log = logging.getLogger(__name__)
 
+_OK = Result.Ok  # an enum member's lookup costs ~0.15 µs; a send_async callback makes one
+
 
 def _ignore_outcome(exc: BaseException | None, mid: MessageId | None) -> None:
     """The engine's callback of a ``send_async`` given no callback."""
@@ -155,13 +157,16 @@ class Producer:
 
             def done(exc: BaseException | None, mid: MessageId | None) -> None:
                 try:
-                    callback(Result.Ok if exc is None else _result_of(exc), mid)
+                    callback(_OK if exc is None else _result_of(exc), mid)
                 except Exception:
                     log.exception("send_async callback raised; ignored")
 
         engine = self._engine
-        payload, args = prepare_send(engine.opts.schema, content, kwargs)
-        engine.enqueue(payload, done, **args)
+        if kwargs or engine.opts.schema is not None:
+            payload, args = prepare_send(engine.opts.schema, content, kwargs)
+            engine.enqueue(payload, done, **args)
+        else:  # the common send, once per message: no keywords to pass on
+            engine.enqueue(content, done)
 
     def flush(self) -> None:
         self._runner.run(self._engine.flush(), None)

@@ -70,8 +70,11 @@ class Producer:
         engine = self._engine
         fut: asyncio.Future[MessageId] = engine.loop.create_future()
         # The engine settles the future itself (client.message.settle).
-        payload, args = prepare_send(engine.opts.schema, content, kwargs)
-        engine.enqueue(payload, fut, may_block=False, **args)
+        if kwargs or engine.opts.schema is not None:
+            payload, args = prepare_send(engine.opts.schema, content, kwargs)
+            engine.enqueue(payload, fut, may_block=False, **args)
+        else:  # the common send, once per message: no keywords to pass on
+            engine.enqueue(content, fut, may_block=False)
         return fut
 
     async def flush(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from client.compression import compress, decompress
 from client.exceptions import MessageTooBig
 from protos import common_pb2
+from protos.add_request import varint
 from protos.entry import encode_entry, iter_batch, key_values, properties_of, split_entry
 from protos.message_id import MessageId
 
@@ -286,7 +287,10 @@ def settle_stored(messages: list[PendingMessage], ids: list[MessageId]) -> None:
                 cb.set_result(mid)
             continue
         try:
-            settle(cb, None, mid)  # a function (or a loop's own Future subclass)
+            if isinstance(cb, asyncio.Future):  # a loop's own Future subclass
+                settle(cb, None, mid)
+            else:
+                cb(None, mid)
         except Exception:
             log.exception("send callback failed")
 
@@ -391,28 +395,47 @@ def _set_message_fields(meta: common_pb2.MessageMetadata, m: PendingMessage) -> 
         meta.null_value = True
 
 
+# A plain batch record's SingleMessageMetadata is payload_size (field 3,
+# varint) then sequence_id (field 8, varint): built here from bytes, since
+# protobuf's own serialisation costs twice as much per record. A keyed
+# record goes through protobuf (its key's encoding makes bytes no faster).
+_SIZE_TAG, _SEQUENCE_TAG = b"\x18", b"\x40"
+_ONE_BYTE = [bytes([i]) for i in range(0x80)]
+_LOW_SEVEN = [bytes([i | 0x80]) for i in range(0x80)]  # a varint's first byte of several
+_UINT64_END = 1 << 64
+
+
 def _batch_payload(messages: list[PendingMessage]) -> bytes:
     """Per message: u32 size, SingleMessageMetadata, payload."""
     parts: list[bytes] = []
-    # The common records (a size and a sequence id, with or without a
-    # partition key) reuse one message each: this runs once per message.
-    plain = common_pb2.SingleMessageMetadata()
-    keyed = common_pb2.SingleMessageMetadata()
+    keyed = common_pb2.SingleMessageMetadata()  # reused: this runs once per message
+    size, size_head = -1, b""  # the payload size whose field size_head holds
+    high, high_bytes = -1, b""  # sequence_id >> 7, and its varint
     for m in messages:
+        payload, seq = m.payload, m.sequence_id
         if m.properties or m.ordering_key is not None or m.event_time or m.null_value or m.key_b64:
             head = _record_head(m)
-        elif m.partition_key is None:
-            plain.payload_size = len(m.payload)
-            plain.sequence_id = m.sequence_id
-            head = plain.SerializeToString()
-        else:
+        elif m.partition_key is not None:
             keyed.partition_key = m.partition_key
-            keyed.payload_size = len(m.payload)
-            keyed.sequence_id = m.sequence_id
+            keyed.payload_size = len(payload)
+            keyed.sequence_id = seq
             head = keyed.SerializeToString()
+        elif not 0 <= seq < _UINT64_END:
+            head = _record_head(m)  # protobuf says what is wrong with it
+        else:
+            if len(payload) != size:
+                size = len(payload)
+                size_head = _SIZE_TAG + varint(size) + _SEQUENCE_TAG
+            if seq < 0x80:
+                head = size_head + _ONE_BYTE[seq]
+            else:
+                if seq >> 7 != high:
+                    high = seq >> 7
+                    high_bytes = varint(high)
+                head = size_head + _LOW_SEVEN[seq & 0x7F] + high_bytes
         parts.append(len(head).to_bytes(4, "big"))
         parts.append(head)
-        parts.append(m.payload)
+        parts.append(payload)
     return b"".join(parts)
 
 

@@ -84,3 +84,48 @@ def test_truncated_batch_payload_is_refused():
     entry = build_entry([_pm(b"aaaa", 1), _pm(b"bbbb", 2)], "p", 1)
     with pytest.raises(CorruptedEntryError):
         unpack_entry(entry[:-2], 1, 1, -1, "t", 0)
+
+
+def _record_heads(entry: bytes) -> list[bytes]:
+    """The SingleMessageMetadata bytes of each record of a batch entry."""
+    _, payload = split_entry(entry)
+    data, heads, at = bytes(payload), [], 0
+    while at < len(data):
+        (size,) = struct.unpack_from(">I", data, at)
+        head = data[at + 4 : at + 4 + size]
+        heads.append(head)
+        at += 4 + size + common_pb2.SingleMessageMetadata.FromString(head).payload_size
+    return heads
+
+
+# (payload sizes, first sequence id) of a batch of plain records, whose
+# headers are built from bytes: varint edges of both fields, and runs that
+# cross a multiple of 128 (the varint's cached upper part changes there).
+PLAIN_BATCHES = [
+    ([0, 1, 127], 0),
+    ([128, 16_383, 16_384, 1024], 126),
+    ([1024] * 5, 16_382),
+    ([5, 5, 6, 6], 2**32 - 2),
+    ([1024, 1024], 2**63 - 1),
+    ([3], 2**64 - 1),
+]
+
+
+@pytest.mark.parametrize(("sizes", "first"), PLAIN_BATCHES)
+def test_plain_records_are_what_protobuf_would_write(sizes, first):
+    msgs = [_pm(b"x" * size, first + i) for i, size in enumerate(sizes)] + [
+        _pm(b"k", 1, partition_key="k")
+    ]
+    heads = _record_heads(build_entry(msgs, "p", 5))
+    assert heads[:-1] == [
+        common_pb2.SingleMessageMetadata(
+            payload_size=size, sequence_id=first + i
+        ).SerializeToString()
+        for i, size in enumerate(sizes)
+    ]
+
+
+@pytest.mark.parametrize("seq", [-1, 2**64])
+def test_a_sequence_id_out_of_uint64_is_refused_as_protobuf_refuses_it(seq):
+    with pytest.raises(ValueError):
+        build_entry([_pm(b"a", 1), _pm(b"b", seq)], "p", 5)
