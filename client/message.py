@@ -278,8 +278,8 @@ _FUTURE = asyncio.Future  # the type of loop.create_future()'s futures
 
 
 def settle_stored(messages: list[PendingMessage], ids: list[MessageId]) -> None:
-    """Give each message its id (``settle``, with an asyncio send's future
-    inline: this runs once per message sent)."""
+    """Give each message its id (``settle``, inline for an asyncio send's
+    future and a plain function: this runs once per message sent)."""
     for m, mid in zip(messages, ids, strict=True):
         cb = m.callback
         if type(cb) is _FUTURE:
@@ -403,6 +403,7 @@ _SIZE_TAG, _SEQUENCE_TAG = b"\x18", b"\x40"
 _ONE_BYTE = [bytes([i]) for i in range(0x80)]
 _LOW_SEVEN = [bytes([i | 0x80]) for i in range(0x80)]  # a varint's first byte of several
 _UINT64_END = 1 << 64
+_INT32_MAX = (1 << 31) - 1  # payload_size is an int32
 
 
 def _batch_payload(messages: list[PendingMessage]) -> bytes:
@@ -420,8 +421,8 @@ def _batch_payload(messages: list[PendingMessage]) -> bytes:
             keyed.payload_size = len(payload)
             keyed.sequence_id = seq
             head = keyed.SerializeToString()
-        elif not 0 <= seq < _UINT64_END:
-            head = _record_head(m)  # protobuf says what is wrong with it
+        elif type(seq) is not int or not 0 <= seq < _UINT64_END or len(payload) > _INT32_MAX:
+            head = _record_head(m)  # protobuf writes it, or says what is wrong with it
         else:
             if len(payload) != size:
                 size = len(payload)

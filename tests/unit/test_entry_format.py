@@ -125,7 +125,10 @@ def test_plain_records_are_what_protobuf_would_write(sizes, first):
     ]
 
 
-@pytest.mark.parametrize("seq", [-1, 2**64])
-def test_a_sequence_id_out_of_uint64_is_refused_as_protobuf_refuses_it(seq):
-    with pytest.raises(ValueError):
-        build_entry([_pm(b"a", 1), _pm(b"b", seq)], "p", 5)
+@pytest.mark.parametrize(
+    ("seq", "error"), [(-1, ValueError), (2**64, ValueError), (True, TypeError)]
+)
+def test_a_record_protobuf_would_refuse_is_refused(seq, error):
+    # In the middle: the entry's own metadata holds the first and last ids.
+    with pytest.raises(error):
+        build_entry([_pm(b"a", 1), _pm(b"b", seq), _pm(b"c", 3)], "p", 5)
