@@ -80,6 +80,11 @@ class LedgerWriter:
         return self._next_entry_id
 
     @property
+    def failed(self) -> bool:
+        """The writer failed: every add fails from now on."""
+        return self._failure is not None
+
+    @property
     def outstanding(self) -> int:
         """Entries added and not confirmed yet."""
         return len(self._unconfirmed)

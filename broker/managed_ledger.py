@@ -25,16 +25,14 @@ from collections.abc import Callable, Iterable
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import CLOSED, LedgerFencedError, LedgerMetadata
 from bookie.ledger_writer import LedgerWriter
-from broker import ledger_list
+from broker import ledger_list, ledger_reads
 from broker.cursor import CursorMark, Position
 from broker.entry_cache import EntryCache
+from broker.held_adds import HeldAdds, PendingAdd, Stored
 from broker.ledger_rules import (
     NO_RETENTION,
     LedgerFacts,
     RolloverPolicy,
-    bookie_read_count,
-    completion_due,
-    entries_within,
     idle_rollover_due,
     normalize_position,
     should_roll,
@@ -61,10 +59,6 @@ class ManagedLedgerFencedError(ManagedLedgerError):
     code = common_pb2.SERVICE_NOT_READY
 
 
-# Told whether an entry was stored (True) or its write failed (False).
-Stored = Callable[[bool], None]
-
-
 class ManagedLedger:
     def __init__(
         self,
@@ -80,6 +74,7 @@ class ManagedLedger:
         rollover: RolloverPolicy | None = None,
         metrics: TopicMetrics | None = None,
         message_budget: TableBudget | None = None,
+        failed_add_hold_s: float = 10.0,
     ) -> None:
         self.topic = topic
         self.key = metadata_paths.managed_ledger(topic)
@@ -88,6 +83,8 @@ class ManagedLedger:
         self.quorums = (ensemble_size, write_quorum, ack_quorum)
         self.cache = cache
         self.max_outstanding_adds = max_outstanding_adds
+        self.failed_add_hold_s = failed_add_hold_s
+        self._held: HeldAdds | None = None  # while a failed writer is replaced (broker.held_adds)
         self.closed_ledgers: dict[int, LedgerMetadata] = {}
         self.ledger_ids: list[int] = []
         self.writer: LedgerWriter | None = None
@@ -98,7 +95,7 @@ class ManagedLedger:
         self._room.set()
         # The newest entry whose add's callback ran (cached, listeners told): the
         # bookies may have confirmed later ones, whose callbacks are still due.
-        self._added: Position = (-1, -1)
+        self.last_added: Position = (-1, -1)
         self.entries_added = self.bytes_added = 0
         # Messages per entry of every ledger (backlogs count messages); adds and reads counted.
         self.message_counts = MessageCounts(message_budget)
@@ -122,6 +119,7 @@ class ManagedLedger:
         self.fenced_by_other = False
         self.on_fenced: Callable[[], None] | None = None
         self._recovering_own = False
+        self._closing = False
 
     # ---------------------------------------------------------------- open/close
 
@@ -152,13 +150,16 @@ class ManagedLedger:
         log.info("%s opened with ledgers %s", self.topic, self.ledger_ids)
 
     async def close(self) -> None:
-        for task in (self._rolling, self._trimming):
-            if task is not None:
-                # A failed-ledger replacement may wait for bookies: not forever.
-                done, _ = await asyncio.wait({task}, timeout=5)
-                if not done:
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
+        self._closing = True  # a failing add starts no replacement now (_add_failed)
+        while tasks := {t for t in (self._rolling, self._trimming) if t is not None}:
+            # A failed-ledger replacement may wait for bookies: not forever.
+            done, _ = await asyncio.wait(tasks, timeout=5)
+            for task in tasks - done:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._held is not None:  # a roll cancelled before it took over a failed writer
+            held, self._held = self._held, None
+            held.fail(self._closing_error)
         if self.writer is not None:
             writer, self.writer = self.writer, None
             try:
@@ -221,38 +222,30 @@ class ManagedLedger:
             if stored is not None:
                 stored(False)
             return out
-        inner = writer.add(data)
         self._last_add = started = time.monotonic()
-        inner.add_done_callback(
-            functools.partial(self._add_done, writer, data, messages, started, out, stored)
-        )
+        self._add(writer, PendingAdd(None, data, messages, started, out, stored))
         return out
 
-    def _add_done(
-        self,
-        writer: LedgerWriter,
-        data: bytes,
-        messages: int,
-        started: float,
-        out: asyncio.Future,
-        stored: Stored | None,
-        f: asyncio.Future,
-    ) -> None:
+    def _add(self, writer: LedgerWriter, add: PendingAdd) -> None:
+        # A failed or closed writer gives the add no entry id (its future fails at once).
+        add.entry_id = None if writer.failed or writer.closed else writer.next_entry_id
+        writer.add(add.data).add_done_callback(functools.partial(self._add_done, writer, add))
+
+    def _add_done(self, writer: LedgerWriter, add: PendingAdd, f: asyncio.Future) -> None:
         if not self._room.is_set() and writer.outstanding < self.max_outstanding_adds:
             self._room.set()
         exc = f.exception()
         if exc is not None:
             self.metrics.add_errors += 1
-            self._add_failed(writer, out, exc)
-            if stored is not None:
-                stored(False)
+            self._add_failed(writer, add, exc)
             return
-        pos = self._added = (writer.ledger_id, f.result())
+        data, out, stored = add.data, add.out, add.stored
+        pos = self.last_added = (writer.ledger_id, f.result())
         self.cache.put(pos, data)
         self.entries_added += 1
         self.bytes_added += len(data)
-        self.message_counts.added(pos[0], pos[1], messages)
-        self.metrics.entry_stored(len(data), time.monotonic() - started)
+        self.message_counts.added(pos[0], pos[1], add.messages)
+        self.metrics.entry_stored(len(data), time.monotonic() - add.started)
         if not out.done():
             out.set_result(pos)
         if stored is not None:
@@ -262,19 +255,43 @@ class ManagedLedger:
         if self._rolling is None and writer is self.writer and self._should_roll(writer):
             self._rolling = asyncio.get_running_loop().create_task(self._roll())
 
-    def _add_failed(self, writer: LedgerWriter, out: asyncio.Future, exc: BaseException) -> None:
+    def _add_failed(self, writer: LedgerWriter, add: PendingAdd, exc: BaseException) -> None:
+        error: MagnetarServerError
         if isinstance(exc, LedgerFencedError) and not self._recovering_own:
             self._fenced(writer)
-            if not out.done():
-                out.set_exception(self._moved_error())
-            return
-        if not out.done():
-            out.set_exception(ManagedLedgerError(f"{self.topic}: storing the entry failed: {exc}"))
-        if writer is self.writer and self._rolling is None:
-            # The ledger is unusable: close it where it ends and go on in a new one.
-            self._rolling = asyncio.get_running_loop().create_task(
-                self._replace_failed_writer(writer)
-            )
+            error = self._moved_error()
+        elif self._closing:  # close() replaces no ledger: the client resends to the next owner
+            error = self._closing_error()
+        else:
+            if writer is self.writer and self._held is None:
+                # The ledger is unusable: close it where it ends and go on in a
+                # new one, where its failed adds are stored (broker.held_adds).
+                # A roll under way does that itself once it sees the writer failed.
+                if self.failed_add_hold_s > 0:
+                    self._held = HeldAdds(self.failed_add_hold_s, self._hold_expired)
+                if self._rolling is None:
+                    self._rolling = asyncio.get_running_loop().create_task(
+                        self._replace_failed_writer(writer)
+                    )
+                self._room.set()  # a roll waiting for the adds to drain looks again
+            if writer is self.writer and self._held is not None and self._held.open:
+                self._held.adds.append(add)
+                return
+            error = ManagedLedgerError(f"{self.topic}: storing the entry failed: {exc}")
+        if not add.out.done():
+            add.out.set_exception(error)
+        if add.stored is not None:
+            add.stored(False)
+
+    def _hold_expired(self) -> ManagedLedgerError:
+        return ManagedLedgerError(
+            f"{self.topic}: its ledger failed and no new one could be opened within "
+            f"{self.failed_add_hold_s:g} s (managed_ledger_failed_add_hold_seconds); "
+            "the bookies may be down"
+        )
+
+    def _closing_error(self) -> ManagedLedgerFencedError:
+        return ManagedLedgerFencedError(f"{self.topic} is closing here; look it up again")
 
     def _moved_error(self) -> ManagedLedgerFencedError:
         return ManagedLedgerFencedError(
@@ -307,15 +324,18 @@ class ManagedLedger:
             old = self.writer
             if old is None:
                 return
-            while old.outstanding:
+            while old.outstanding and not old.failed:
                 self._room.clear()
                 await self._room.wait()
-            await old.close()
-            md = await self.ledger_client.metadata(old.ledger_id)
-            writer = await self._switch_ledger(md)
-            self.rollovers += 1
-            msg = "%s rolled over: ledger %d closed at %d, now writing ledger %d"
-            log.info(msg, self.topic, old.ledger_id, md.last_entry_id, writer.ledger_id)
+            if old.failed:  # its adds are held (_add_failed): replace it instead
+                await self._replace_failed_writer(old)
+            else:
+                await old.close()
+                md = await self.ledger_client.metadata(old.ledger_id)
+                writer = await self._switch_ledger(md)
+                self.rollovers += 1
+                msg = "%s rolled over: ledger %d closed at %d, now writing ledger %d"
+                log.info(msg, self.topic, old.ledger_id, md.last_entry_id, writer.ledger_id)
         except Exception:
             log.exception("%s: ledger rollover failed", self.topic)
         finally:
@@ -341,46 +361,60 @@ class ManagedLedger:
 
     async def _replace_failed_writer(self, failed: LedgerWriter) -> None:
         """Recover (fence and close) a ledger whose writer failed, then continue
-        in a new ledger; retried with backoff while bookies are unavailable.
-        Adds wait meanwhile (``wait_for_room``)."""
+        in a new ledger, first with the held adds; retried with backoff while
+        bookies are unavailable. Adds wait meanwhile (``wait_for_room``)."""
         delay = 0.2
+        error: Callable[[], MagnetarServerError] = self._hold_expired
         self._recovering_own = True
         try:
             while self.writer is failed:
                 try:
-                    md = await self.ledger_client.open_with_recovery(failed.ledger_id)
-                    if md.last_entry_id > failed.lac:
-                        rows = await self.ledger_client.read(md, failed.lac + 1, md.last_entry_id)
-                        recovered = [((failed.ledger_id, eid), data) for eid, data in rows]
-                        self.message_counts.recovered(recovered)
-                        if self.on_recovered_entries is not None:
-                            self.on_recovered_entries(recovered)
-                    writer = await self._switch_ledger(md)
-                    for listener in self._listeners:
-                        listener()  # recovered entries are readable now
-                    log.warning(
-                        "%s: ledger %d failed; closed at %d, continuing in ledger %d",
-                        self.topic,
-                        failed.ledger_id,
-                        md.last_entry_id,
-                        writer.ledger_id,
-                    )
+                    await self._recover_and_switch(failed)
                 except ManagedLedgerFencedError:
                     raise
                 except Exception as exc:
-                    log.warning(
-                        "%s: replacing failed ledger %d: %s", self.topic, failed.ledger_id, exc
-                    )
-                    await asyncio.sleep(delay)
+                    msg = "%s: replacing failed ledger %d: %s"
+                    log.warning(msg, self.topic, failed.ledger_id, exc)
+                    holding = self._held is not None and self._held.open
+                    await asyncio.sleep(min(delay, 1.0) if holding else delay)  # retry's backoff
                     delay = min(delay * 2, 5.0)
         except ManagedLedgerFencedError:
             pass  # another broker serves the topic (_switch_ledger said so)
+        except asyncio.CancelledError:
+            error = self._closing_error  # (close)
+            raise
         except Exception:
             log.exception("%s: giving up on the failed ledger", self.topic)
         finally:
             self._recovering_own = False
             self._rolling = None
             self._room.set()
+            if self._held is not None:  # closed, moved, or given up: the held adds fail
+                held, self._held = self._held, None
+                held.fail(self._moved_error if self.fenced_by_other else error)
+
+    async def _recover_and_switch(self, failed: LedgerWriter) -> None:
+        md = await self.ledger_client.open_with_recovery(failed.ledger_id)
+        if md.last_entry_id > failed.lac:
+            rows = await self.ledger_client.read(md, failed.lac + 1, md.last_entry_id)
+            recovered = [((failed.ledger_id, eid), data) for eid, data in rows]
+            self.message_counts.recovered(recovered)
+            if self.on_recovered_entries is not None:
+                self.on_recovered_entries(recovered)
+        if self._held is not None:  # (broker.held_adds)
+            for add in self._held.settle_stored(failed.ledger_id, md.last_entry_id):
+                self.entries_added += 1
+                self.bytes_added += len(add.data)
+                self.metrics.entry_stored(len(add.data), time.monotonic() - add.started)
+        writer = await self._switch_ledger(md)
+        if self._held is not None:
+            for add in self._held.take():  # before any later add: they wait for room
+                self._add(writer, add)
+            self._held, self._last_add = None, time.monotonic()
+        for listener in self._listeners:
+            listener()  # recovered entries are readable now
+        msg = "%s: ledger %d failed; closed at %d, continuing in ledger %d"
+        log.warning(msg, self.topic, failed.ledger_id, md.last_entry_id, writer.ledger_id)
 
     def maybe_trim(self) -> None:
         if self._trimming is not None:
@@ -538,58 +572,9 @@ class ManagedLedger:
     async def read_entries(
         self, start: Position, max_entries: int, max_bytes: int, tailing: bool = False
     ) -> list[tuple[Position, bytes]]:
-        """Stored entries from ``start`` (normalized) on, within the limits; ``tailing``
-        (fresh dispatch) stops before an entry whose add's callback (caching it) is due."""
-        out: list[tuple[Position, bytes]] = []
-        size = 0
-        pos = self.normalize(start)
-        last = self.last_confirmed
-        missed = missed_size = 0
-        while len(out) < max_entries and size < max_bytes and pos <= last and pos[1] >= 0:
-            data = self.cache.get(pos)
-            writing = -1 if self.writer is None else self.writer.ledger_id
-            if data is None and tailing and completion_due(pos, self._added, writing):
-                break
-            if data is None:
-                want = (max_entries - len(out), size, max_bytes)
-                fetched = await self._read_from_bookies(pos, want, last)
-                if not fetched:
-                    break
-                fetched_size = sum(len(item[1]) for item in fetched)
-                missed, missed_size = missed + len(fetched), missed_size + fetched_size
-                out.extend(fetched)
-                size += fetched_size
-                pos = self.next_position(fetched[-1][0])
-                continue
-            out.append((pos, data))
-            size += len(data)
-            pos = self.next_position(pos)
-        if out:
-            self.metrics.reads.add(len(out), size)
-            self.cache.counted(len(out) - missed, size - missed_size, missed, missed_size)
-        return out
-
-    async def _read_from_bookies(
-        self, pos: Position, want: tuple[int, int, int], last: Position
-    ) -> list[tuple[Position, bytes]]:
-        (ledger_id, first), (count, held, max_bytes) = pos, want  # want: (entries, held, bound)
-        md = self.closed_ledgers.get(ledger_id)
-        if md is None:
-            if self.writer is None or self.writer.ledger_id != ledger_id:
-                return []
-            md, end = self.writer.metadata, self.writer.lac
-            entries, length = self.writer.next_entry_id, self.writer.length
-        else:
-            end, entries, length = md.last_entry_id, md.last_entry_id + 1, md.length
-        end = min(end, first + bookie_read_count(count, max_bytes - held, entries, length) - 1)
-        end = min(end, last[1]) if last[0] == ledger_id else end
-        if end < first:
-            return []
-        rows = await self.ledger_client.read(md, first, end)
-        kept = entries_within([len(payload) for _, payload in rows], held, max_bytes)
-        for eid, payload in rows[kept:]:
-            self.cache.put((ledger_id, eid), payload)
-        return [((ledger_id, eid), payload) for eid, payload in rows[:kept]]
+        """Stored entries from ``start`` (normalized) on, within the limits
+        (:func:`broker.ledger_reads.read_entries`)."""
+        return await ledger_reads.read_entries(self, start, max_entries, max_bytes, tailing)
 
     # ---------------------------------------------------------------- cursors
 

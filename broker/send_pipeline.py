@@ -37,7 +37,8 @@ The end, :class:`Ended`, is answered once and last:
   (:meth:`moved`): no more requests are taken, and the client resends what
   has no receipt to the topic's next owner;
 - with the ledger's fencing error, after the receipts before it, when
-  another broker fenced the ledger under a send.
+  another broker fenced the ledger under a send, or the topic closed while
+  the send was held for a new ledger (:mod:`broker.held_adds`).
 
 The producer leaves its topic at the end, or at :meth:`abort` (the call is
 gone: nothing more is answered).

@@ -156,6 +156,14 @@ class BrokerSettings:
     managed_ledger_max_outstanding_adds: int = setting(
         10000, "Entries a topic may have in flight to bookies before publishes wait."
     )
+    managed_ledger_failed_add_hold_seconds: float = setting(
+        10.0,
+        "When a topic's ledger fails (a bookie lost and no other to take its place), its "
+        "unconfirmed adds wait this long for the broker to recover that ledger and open a new "
+        "one: those the recovery finds stored are answered from the failed ledger, the others "
+        "are stored in the new one. Past it they fail with PersistenceError (0 = fail at once). "
+        "Keep it under the producers' send timeout.",
+    )
     managed_ledger_cursor_persist_interval_ms: int = setting(
         1000, "A cursor's acknowledgement state is written at most this often (and on close)."
     )
@@ -530,6 +538,11 @@ class BrokerSettings:
         if self.bookie_list_max_age_ms < 0:
             raise SettingsError(
                 f"bookie_list_max_age_ms is {self.bookie_list_max_age_ms}; it must be at least 0"
+            )
+        if not 0 <= self.managed_ledger_failed_add_hold_seconds <= 3600:
+            raise SettingsError(
+                "managed_ledger_failed_add_hold_seconds is "
+                f"{self.managed_ledger_failed_add_hold_seconds:g}; it must be 0 to 3600"
             )
         if self.max_concurrent_topic_closes < 1:
             raise SettingsError(

@@ -242,6 +242,7 @@ class TopicRegistry:
             rollover=rollover_policy(s),
             cache=self.cache,
             max_outstanding_adds=s.managed_ledger_max_outstanding_adds,
+            failed_add_hold_s=s.managed_ledger_failed_add_hold_seconds,
             metrics=metrics,
             message_budget=self.message_budget,
         )

@@ -317,14 +317,15 @@ class BookieCluster:
     def bookie_dir(self, i: int) -> Path:
         return self.data_dir / f"bookie{i}"
 
-    def start(self, i: int) -> None:
+    def start(self, i: int, port: int = 0) -> None:
+        """Start bookie ``i`` (``port``: its gRPC port, 0 for a free one)."""
         d = self.bookie_dir(i)
         d.mkdir(parents=True, exist_ok=True)
         ready = d / "ready.json"
         ready.unlink(missing_ok=True)
         log = open(d / "bookie.log", "a")  # noqa: SIM115 (kept by the process)
         cmd = [sys.executable, "-m", "broker.cli", "bookie", "--metastore", self.metastore_address]
-        cmd += ["--data-dir", str(d / "data"), "--port", "0", "--metrics-port", "-1"]
+        cmd += ["--data-dir", str(d / "data"), "--port", str(port), "--metrics-port", "-1"]
         cmd += ["--ready-file", str(ready)]
         for s in self.bookie_settings:
             cmd += ["--set", s]

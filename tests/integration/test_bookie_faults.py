@@ -1,6 +1,7 @@
 """Bookie faults seen through the SDK: a disk that fills up and empties
-again, and a bookie lost for good under an idle topic (AutoRecovery fences
-the topic's ledger; the topic carries on on a new one)."""
+again, a bookie lost for good under an idle topic (AutoRecovery fences
+the topic's ledger; the topic carries on on a new one), and a topic's only
+bookie lost under its sends (the broker holds them for its next ledger)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import OPEN
 from bookie.replication_tasks import all_ledgers
-from client import Client, InitialPosition
+from client import BrokerPersistenceError, Client, InitialPosition, Producer, Result
 from client.admin import Admin
 from metastore.client import MetastoreClient
 from tests.harness import BookieCluster, wait_for
@@ -223,3 +224,131 @@ def test_a_disk_that_fails_a_write_turns_its_bookie_read_only_until_restarted(tm
         admin.close()
     finally:
         cluster.stop_all()
+
+
+def on_bookies(
+    tmp_path: Path, n: int, hold_s: float, dedup: bool = False
+) -> tuple[BookieCluster, str]:
+    """``n`` bookies, topics on all of them (n/n/n), and a broker."""
+    settings = [f"managed_ledger_default_{q}={n}" for q in ("ensemble_size", "write_quorum")]
+    settings += [f"managed_ledger_default_ack_quorum={n}", f"broker_deduplication_enabled={dedup}"]
+    settings += [f"managed_ledger_failed_add_hold_seconds={hold_s}"]
+    cluster = BookieCluster(tmp_path, n, broker_settings=settings).start_all()
+    try:
+        return cluster, cluster.start_broker()
+    except BaseException:
+        cluster.stop_all()
+        raise
+
+
+def replacing_failed_ledger(cluster: BookieCluster) -> bool:
+    """The broker's writer failed and it is trying to recover the ledger."""
+    return "replacing failed ledger" in (cluster.data_dir / "broker" / "broker.log").read_text()
+
+
+def sends_held(
+    cluster: BookieCluster, client: Client, topic: str, sent: list[bytes], victim: int
+) -> tuple[Producer, int, list]:
+    """A producer sends ``sent[:10]``; bookie ``victim`` is killed and the
+    rest are sent without waiting. Returns the producer, the victim's port
+    and the results so far, once the broker's ledger has failed."""
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=300_000)
+    for data in sent[:10]:
+        producer.send(data)
+    port = int(cluster.info[victim]["grpc"].rsplit(":", 1)[1])
+    cluster.kill9(victim)
+    results: list = []
+    for data in sent[10:]:
+        producer.send_async(data, lambda res, msg_id: results.append(res))
+    wait_for(lambda: replacing_failed_ledger(cluster), 30, "the ledger to fail")
+    return producer, port, results
+
+
+@pytest.mark.parametrize("dedup", [False, True], ids=["plain", "dedup"])
+@pytest.mark.parametrize("bookies", [1, 2], ids=["1-1-1", "2-2-2"])
+def test_sends_that_meet_a_lost_bookie_are_stored_in_a_new_ledger_when_it_is_back(
+    tmp_path, bookies, dedup
+):
+    """A bookie of a topic's ensemble is killed with none to replace it; the
+    sends made meanwhile fail in that ledger, and the broker holds them while
+    it retries to recover it. The bookie comes back on its port: the ledger
+    is closed, a new one opened, and the held sends stored there: every
+    send succeeds, in order, none twice. With 2/2/2 the other bookie had
+    stored some of them (past the LAC): recovery keeps those in the failed
+    ledger, and they are answered from there, not stored again."""
+    cluster, url = on_bookies(tmp_path, bookies, hold_s=60, dedup=dedup)
+    try:
+        topic = "persistent://public/default/lost-bookie"
+        sent = [f"m{i}".encode() for i in range(300)]
+        with Client(url) as client:
+            victim = bookies - 1
+            producer, port, results = sends_held(cluster, client, topic, sent, victim)
+            assert results == []  # held, not failed
+            cluster.start(victim, port=port)
+            cluster.wait_ready(victim)
+            producer.flush()
+            assert results == [Result.Ok] * 290
+        with Admin(url) as admin:
+            ledgers = admin.topics.stats_internal(topic)["ledgers"]
+        assert len(ledgers) == 2 and sum(row["entries"] for row in ledgers) == 300
+        if bookies == 2:
+            assert ledgers[0]["entries"] > 10  # some held sends were in the failed ledger
+        assert consume_all(url, topic, 300) == sent
+    finally:
+        cluster.stop_all()
+
+
+def test_held_sends_fail_when_no_ledger_takes_them_in_time_and_the_topic_carries_on(tmp_path):
+    """Past managed_ledger_failed_add_hold_seconds the held sends fail with
+    PersistenceError; once the bookie is back, the same producer sends again."""
+    cluster, url = on_bookies(tmp_path, 1, hold_s=1)
+    try:
+        topic = "persistent://public/default/lost-bookie-for-long"
+        with Client(url) as client:
+            producer = client.create_producer(
+                topic, batching_enabled=False, send_timeout_millis=300_000
+            )
+            producer.send(b"before")
+            port = int(cluster.info[0]["grpc"].rsplit(":", 1)[1])
+            cluster.kill9(0)
+            with pytest.raises(BrokerPersistenceError, match="managed_ledger_failed_add_hold"):
+                producer.send(b"lost")
+            cluster.start(0, port=port)
+            cluster.wait_ready(0)
+            wait_for(lambda: send_ok(producer, b"after"), 60, "a send to succeed again")
+        assert consume_all(url, topic, 2) == [b"before", b"after"]
+    finally:
+        cluster.stop_all()
+
+
+def test_held_sends_are_resent_to_the_next_owner_when_the_topic_is_unloaded(tmp_path):
+    """Closing a topic whose sends are held fails them with a retryable error
+    (not PersistenceError): the producer looks the topic up again and resends
+    them; they are stored once the bookie is back, in order, once."""
+    cluster, url = on_bookies(tmp_path, 1, hold_s=60)
+    try:
+        topic = "persistent://public/default/unloaded-while-held"
+        sent = [f"m{i}".encode() for i in range(60)]
+        with Client(url) as client:
+            producer, port, results = sends_held(cluster, client, topic, sent, 0)
+            with Admin(url) as admin:
+                admin.namespaces.unload("public/default")
+            assert results == []  # failed back to the producer, which resends them
+            cluster.start(0, port=port)
+            cluster.wait_ready(0)
+            producer.flush()
+            assert results == [Result.Ok] * 50
+        with Admin(url) as admin:  # (before a subscription consumes them: then they may go)
+            ledgers = admin.topics.stats_internal(topic)["ledgers"]
+        assert sum(row["entries"] for row in ledgers) == 60
+        assert consume_all(url, topic, 60) == sent
+    finally:
+        cluster.stop_all()
+
+
+def send_ok(producer: Producer, data: bytes) -> bool:
+    try:
+        producer.send(data)
+        return True
+    except BrokerPersistenceError:
+        return False

@@ -14,6 +14,7 @@ import pytest
 from bookie.entry_runs import find_in_run
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import CLOSED, BKError, LedgerFencedError, LedgerMetadata
+from bookie.quorum import write_set
 from bookie.storage import RUNS_CF, entry_key
 from metastore.client import MetastoreClient
 from protos.digest import RECORD_HEADER
@@ -58,10 +59,15 @@ async def write_all(writer, n: int, window: int = 200, on_confirmed=None) -> lis
     return confirmed
 
 
-def start_writer(cluster: BookieCluster, n: int) -> tuple[subprocess.Popen, int, list[int]]:
-    """A 3/2/2 writer process (tests/ledger_writer.py) and its first ``n`` confirmed ids."""
+def start_writer(
+    cluster: BookieCluster, n: int, last: int | None = None
+) -> tuple[subprocess.Popen, int, list[int]]:
+    """A 3/2/2 writer process (tests/ledger_writer.py) and its first ``n``
+    confirmed ids; with ``last``, entries 0..``last`` only: its ``n`` = ``last
+    + 1`` confirmed ids, once it said ``done`` (it adds nothing more)."""
+    args = [cluster.metastore_address, "3", "2", "2", *([] if last is None else [str(last)])]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.ledger_writer", cluster.metastore_address, "3", "2", "2"],
+        [sys.executable, "-m", "tests.ledger_writer", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -73,6 +79,8 @@ def start_writer(cluster: BookieCluster, n: int) -> tuple[subprocess.Popen, int,
         line = proc.stdout.readline()
         assert line, "the writer exited early"
         confirmed.append(int(line.split()[1]))
+    if last is not None:
+        assert proc.stdout.readline().strip() == "done"
     return proc, ledger_id, confirmed
 
 
@@ -420,7 +428,13 @@ def test_a_hung_bookie_is_replaced_after_the_add_timeout(bookies4):
 
 
 def test_recovery_replaces_a_bookie_that_died_with_the_writer(bookies4):
-    proc, ledger_id, confirmed = start_writer(bookies4, 500)
+    # The writer adds entries 0..599 and nothing more: the LAC travels with the
+    # adds, so no bookie's LAC reaches 599, and recovery writes 599 back to its
+    # write set (quorum.write_set: indexes 599 % 3 and 600 % 3), which holds
+    # the bookie that dies.
+    last = 599
+    proc, ledger_id, confirmed = start_writer(bookies4, last + 1, last=last)
+    assert confirmed == list(range(last + 1))
 
     async def ensemble() -> list[str]:
         ms = MetastoreClient(bookies4.metastore_address)
@@ -429,23 +443,20 @@ def test_recovery_replaces_a_bookie_that_died_with_the_writer(bookies4):
         return md.ensembles[-1][1]
 
     members = run(ensemble())
+    dead = members[write_set(last, 3, 2)[0]]
     proc.kill()
-    bookies4.kill9(bookies4.index_of(members[0]))  # dies with the writer
+    bookies4.kill9(bookies4.index_of(dead))  # dies with the writer
     proc.wait(timeout=10)
-    assert proc.stdout is not None
-    confirmed += [int(line.split()[1]) for line in proc.stdout.read().splitlines()]
 
     async def main() -> None:
         ms = MetastoreClient(bookies4.metastore_address)
         client = LedgerClient(ms)
         md = await client.open_with_recovery(ledger_id)
-        assert md.state == CLOSED and md.last_entry_id >= max(confirmed)
+        assert md.state == CLOSED and md.last_entry_id == last
         rows = dict(await client.read(md, 0, md.last_entry_id))
-        assert list(rows) == list(range(md.last_entry_id + 1))
-        assert all(rows[e] == f"entry-{e}".encode() for e in confirmed)
-        # The writer keeps 100 adds in flight, so entries past the LAC were
-        # written back, to a replacement of the dead bookie.
-        assert len(md.ensembles) > 1 and members[0] not in md.ensembles[-1][1]
+        assert rows == {e: f"entry-{e}".encode() for e in confirmed}
+        # Entry 599 was past the LAC: written back, to a replacement of the dead bookie.
+        assert len(md.ensembles) > 1 and dead not in md.ensembles[-1][1]
         await client.close()
         await ms.close()
 
