@@ -21,6 +21,7 @@ import grpc
 from bookie.ledger_metadata import BKError
 from protos import bookie_pb2, bookie_pb2_grpc, common_pb2, serving
 from protos.add_request import encode_add_batch, encode_add_request
+from protos.channel import reconnect_options
 from protos.credentials import TokenSupplier, aio_channel
 from protos.tls import TlsClient
 
@@ -47,7 +48,8 @@ class BookieConnection:
         message up to this size (a bigger request goes alone)."""
         self.address = address
         self.timeout_s = timeout_s
-        self._channel = aio_channel(address, serving.grpc_options(), token, tls)
+        options = [*serving.grpc_options(), *reconnect_options()]
+        self._channel = aio_channel(address, options, token, tls)
         self.stub = bookie_pb2_grpc.BookieStub(self._channel)
         # The add stream sends requests already serialised (send_records
         # builds them with one join), so no serializer.

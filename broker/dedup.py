@@ -133,12 +133,19 @@ class DedupState:
 
 
 def producer_and_highest(entry: bytes) -> tuple[str, int] | None:
-    """(producer name, highest sequence id) of a stored entry."""
+    """(producer name, highest sequence id) of a stored entry; None for an
+    inner chunk (its message is stored once its last chunk is, as in admit)."""
     try:
         meta = parse_metadata(entry)
     except CorruptedEntryError:
         return None
+    if _inner_chunk(meta):
+        return None
     return meta.producer_name, meta.sequence_id + num_messages(meta) - 1
+
+
+def _inner_chunk(meta: common_pb2.MessageMetadata) -> bool:
+    return meta.num_chunks_from_msg > 1 and meta.chunk_id < meta.num_chunks_from_msg - 1
 
 
 def admit(
@@ -169,8 +176,7 @@ def admit(
             message=f"an entry holds at least one message; the send says {messages}",
         )
     highest = sequence_id + messages - 1
-    inner_chunk = meta.num_chunks_from_msg > 1 and meta.chunk_id < meta.num_chunks_from_msg - 1
-    if not state.enabled or inner_chunk:
+    if not state.enabled or _inner_chunk(meta):
         return Admission(Outcome.ADMIT, highest)
     outcome = state.check(producer, highest)
     if outcome is Outcome.IN_FLIGHT:

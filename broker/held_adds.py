@@ -27,8 +27,11 @@ producer is told; a later failure of that writer's adds is not held).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 # Told whether an entry was stored (True) or its write failed (False).
 Stored = Callable[[bool], None]
@@ -65,16 +68,19 @@ def split_held(
 
 
 class HeldAdds:
-    """The adds held for one failed writer, failed with ``expired()`` once
-    ``hold_s`` has passed unless taken before."""
+    """The adds held for one failed writer (of topic ``topic``), failed with
+    ``expired()`` once ``hold_s`` has passed unless taken before."""
 
-    def __init__(self, hold_s: float, expired: Callable[[], BaseException]) -> None:
+    def __init__(self, hold_s: float, expired: Callable[[], BaseException], topic: str) -> None:
         self.adds: list[PendingAdd] = []
         self.open = True
+        self.hold_s, self.topic = hold_s, topic
         self._expired = expired
         self._timer = asyncio.get_running_loop().call_later(hold_s, self._expire)
 
     def _expire(self) -> None:
+        msg = "%s: %d adds held for %g s failed: no new ledger took them yet"
+        log.warning(msg, self.topic, len(self.adds), self.hold_s)
         self.fail(self._expired)
 
     def take(self) -> list[PendingAdd]:

@@ -268,7 +268,9 @@ class ManagedLedger:
                 # new one, where its failed adds are stored (broker.held_adds).
                 # A roll under way does that itself once it sees the writer failed.
                 if self.failed_add_hold_s > 0:
-                    self._held = HeldAdds(self.failed_add_hold_s, self._hold_expired)
+                    self._held = HeldAdds(
+                        self.failed_add_hold_s, self._hold_expired, str(self.topic)
+                    )
                 if self._rolling is None:
                     self._rolling = asyncio.get_running_loop().create_task(
                         self._replace_failed_writer(writer)

@@ -36,9 +36,13 @@ The end, :class:`Ended`, is answered once and last:
   when the topic closes here or the producer's grant is revoked
   (:meth:`moved`): no more requests are taken, and the client resends what
   has no receipt to the topic's next owner;
-- with the ledger's fencing error, after the receipts before it, when
-  another broker fenced the ledger under a send, or the topic closed while
-  the send was held for a new ledger (:mod:`broker.held_adds`).
+- with the ledger's error, after the receipts before it, when a send's
+  ledger failed (PersistenceError: nothing took the held adds in time,
+  :mod:`broker.held_adds`), another broker fenced it, or the topic closed
+  while the send was held. The client reconnects and resends what has no
+  receipt, as Pulsar's clients do on a send error; the sends after it were
+  not stored (they wait while the ledger is replaced), so none is stored
+  twice and deduplication's state stays right.
 
 The producer leaves its topic at the end, or at :meth:`abort` (the call is
 gone: nothing more is answered).
@@ -52,7 +56,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker.managed_ledger import ManagedLedgerFencedError
+from broker.managed_ledger import ManagedLedgerError
 from broker.producer import Producer
 from broker.topic import TopicBase
 from protos import common_pb2
@@ -359,9 +363,10 @@ class SendPipeline:
                     ledgers.append(ledger_id)
                     entries.append(entry_id)
                     continue
-                if isinstance(exc, ManagedLedgerFencedError):
-                    # The topic moved: what has no receipt yet is resent to
-                    # the new owner after the producer looks it up again.
+                if isinstance(exc, ManagedLedgerError):
+                    # The ledger failed, or the topic moved: what has no
+                    # receipt yet is resent after the producer reconnects
+                    # (later sends are not stored: they wait for the ledger).
                     if seqs and not self.over:
                         self.answer(Receipts(seqs, ledgers, entries))
                     self._finish(exc.to_proto())

@@ -161,8 +161,8 @@ class BrokerSettings:
         "When a topic's ledger fails (a bookie lost and no other to take its place), its "
         "unconfirmed adds wait this long for the broker to recover that ledger and open a new "
         "one: those the recovery finds stored are answered from the failed ledger, the others "
-        "are stored in the new one. Past it they fail with PersistenceError (0 = fail at once). "
-        "Keep it under the producers' send timeout.",
+        "are stored in the new one. Past it they fail with PersistenceError (0 = at once), "
+        "which ends the producers' streams: they reconnect and send them again.",
     )
     managed_ledger_cursor_persist_interval_ms: int = setting(
         1000, "A cursor's acknowledgement state is written at most this often (and on close)."

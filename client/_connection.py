@@ -526,6 +526,10 @@ RECONNECT_BACKOFF_S = (0.1, 2.0)  # first and largest wait between reconnection 
 # Broker answers that mean "this topic is (now) served elsewhere, or will be
 # in a moment": reconnect through a lookup instead of failing.
 RECONNECT_CODES = (common_pb2.SERVICE_NOT_READY, common_pb2.NOT_OWNER)
+# A producer stream the broker ended with these is reconnected too, and what
+# has no receipt resent: PERSISTENCE_ERROR is the topic's ledger failing under
+# a send (Pulsar's clients reconnect on any send error but a few).
+PRODUCER_RECONNECT_CODES = (*RECONNECT_CODES, common_pb2.PERSISTENCE_ERROR)
 
 
 async def retry_with_backoff(

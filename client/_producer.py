@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import grpc
 
 from client._connection import (
-    RECONNECT_CODES,
+    PRODUCER_RECONNECT_CODES,
     Connection,
     Resolver,
     call_in_loop,
@@ -35,11 +35,10 @@ from client._produce_mux import ProducerCall
 from client._producer_options import ProducerOptions
 from client._schema_use import schema_data
 from client.compression import wire_type
-from client.enums import (
-    BatchingType,
-)
+from client.enums import BatchingType
 from client.exceptions import (
     AlreadyClosed,
+    BrokerPersistenceError,
     ConnectError,
     MagnetarError,
     MessageTooBig,
@@ -123,7 +122,7 @@ def _send_batches(call: ProducerCall, batches: Iterable[_Batch]) -> None:
     call.send_entries(seqs, nums, entries)
 
 
-RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy)
+RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy, BrokerPersistenceError)
 CLOSE_TIMEOUT_S = 2.0  # how long close() waits for the broker to hear it
 
 
@@ -493,7 +492,7 @@ class ProducerEngine:
                 if self._on_answer(resp, call):
                     continue
                 if resp.WhichOneof("response") == "error":
-                    if resp.error.code not in RECONNECT_CODES:
+                    if resp.error.code not in PRODUCER_RECONNECT_CODES:
                         return from_wire(resp.error)
                     return str(resp.error.message)
         except asyncio.CancelledError:
@@ -571,8 +570,9 @@ class ProducerEngine:
         if drained:
             self._drained.set()
 
-    def _fail_all(self, exc: MagnetarError) -> None:
-        if self.failure is None and not isinstance(exc, AlreadyClosed):
+    def _fail_all(self, exc: MagnetarError, fatal: bool = True) -> None:
+        """Fail what is pending; ``fatal``: the producer too (a timeout is not)."""
+        if fatal and self.failure is None and not isinstance(exc, AlreadyClosed):
             self.failure = exc
         with self._space:
             batches = list(self._inflight) + list(self._ready)
@@ -592,9 +592,6 @@ class ProducerEngine:
         while True:
             await asyncio.sleep(min(limit / 4, 0.5))
             if self._inflight and time.monotonic() - self._inflight[0].sent_at > limit:
-                self._fail_all(
-                    Timeout(
-                        f"no receipt from the broker within send_timeout_millis "
-                        f"({self.opts.send_timeout_millis} ms) on {self.topic}"
-                    )
-                )
+                ms = self.opts.send_timeout_millis
+                why = f"no receipt from the broker within send_timeout_millis ({ms} ms)"
+                self._fail_all(Timeout(f"{why} on {self.topic}"), fatal=False)

@@ -36,6 +36,7 @@ import grpc
 
 from metastore.read_batcher import ReadBatcher
 from protos import common_pb2, metastore_pb2, metastore_pb2_grpc, serving
+from protos.channel import reconnect_options
 from protos.credentials import TokenSupplier, aio_channel
 from protos.errors import MagnetarServerError
 from protos.tls import TlsClient
@@ -147,12 +148,7 @@ class Op:
 
 
 def _channel_options() -> list[tuple[str, int]]:
-    return [
-        *serving.grpc_options(),
-        ("grpc.initial_reconnect_backoff_ms", 100),
-        ("grpc.min_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 1000),
-    ]
+    return [*serving.grpc_options(), *reconnect_options()]
 
 
 class MetastoreClient:

@@ -17,7 +17,7 @@ import pytest
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import OPEN
 from bookie.replication_tasks import all_ledgers
-from client import BrokerPersistenceError, Client, InitialPosition, Producer, Result
+from client import Client, InitialPosition, Producer, Result
 from client.admin import Admin
 from metastore.client import MetastoreClient
 from tests.harness import BookieCluster, wait_for
@@ -264,6 +264,21 @@ def sends_held(
     return producer, port, results
 
 
+def back_and_stored(
+    cluster: BookieCluster, url: str, topic: str, held: tuple[Producer, int, list], victim: int
+) -> list[dict]:
+    """Bookie ``victim`` back on its port: every send held since
+    ``sends_held`` succeeds. The topic's ledgers (stats-internal rows, read
+    before a subscription consumes them: then they may go)."""
+    producer, port, results = held
+    cluster.start(victim, port=port)
+    cluster.wait_ready(victim)
+    producer.flush()
+    assert results and results == [Result.Ok] * len(results)
+    with Admin(url) as admin:
+        return list(admin.topics.stats_internal(topic)["ledgers"])
+
+
 @pytest.mark.parametrize("dedup", [False, True], ids=["plain", "dedup"])
 @pytest.mark.parametrize("bookies", [1, 2], ids=["1-1-1", "2-2-2"])
 def test_sends_that_meet_a_lost_bookie_are_stored_in_a_new_ledger_when_it_is_back(
@@ -282,14 +297,10 @@ def test_sends_that_meet_a_lost_bookie_are_stored_in_a_new_ledger_when_it_is_bac
         sent = [f"m{i}".encode() for i in range(300)]
         with Client(url) as client:
             victim = bookies - 1
-            producer, port, results = sends_held(cluster, client, topic, sent, victim)
-            assert results == []  # held, not failed
-            cluster.start(victim, port=port)
-            cluster.wait_ready(victim)
-            producer.flush()
-            assert results == [Result.Ok] * 290
-        with Admin(url) as admin:
-            ledgers = admin.topics.stats_internal(topic)["ledgers"]
+            held = sends_held(cluster, client, topic, sent, victim)
+            assert held[2] == []  # held, not failed
+            ledgers = back_and_stored(cluster, url, topic, held, victim)
+            assert len(held[2]) == 290
         assert len(ledgers) == 2 and sum(row["entries"] for row in ledgers) == 300
         if bookies == 2:
             assert ledgers[0]["entries"] > 10  # some held sends were in the failed ledger
@@ -298,57 +309,37 @@ def test_sends_that_meet_a_lost_bookie_are_stored_in_a_new_ledger_when_it_is_bac
         cluster.stop_all()
 
 
-def test_held_sends_fail_when_no_ledger_takes_them_in_time_and_the_topic_carries_on(tmp_path):
-    """Past managed_ledger_failed_add_hold_seconds the held sends fail with
-    PersistenceError; once the bookie is back, the same producer sends again."""
-    cluster, url = on_bookies(tmp_path, 1, hold_s=1)
-    try:
-        topic = "persistent://public/default/lost-bookie-for-long"
-        with Client(url) as client:
-            producer = client.create_producer(
-                topic, batching_enabled=False, send_timeout_millis=300_000
-            )
-            producer.send(b"before")
-            port = int(cluster.info[0]["grpc"].rsplit(":", 1)[1])
-            cluster.kill9(0)
-            with pytest.raises(BrokerPersistenceError, match="managed_ledger_failed_add_hold"):
-                producer.send(b"lost")
-            cluster.start(0, port=port)
-            cluster.wait_ready(0)
-            wait_for(lambda: send_ok(producer, b"after"), 60, "a send to succeed again")
-        assert consume_all(url, topic, 2) == [b"before", b"after"]
-    finally:
-        cluster.stop_all()
+def hold_ran_out(cluster: BookieCluster) -> bool:
+    return "adds held for" in (cluster.data_dir / "broker" / "broker.log").read_text()
 
 
-def test_held_sends_are_resent_to_the_next_owner_when_the_topic_is_unloaded(tmp_path):
-    """Closing a topic whose sends are held fails them with a retryable error
-    (not PersistenceError): the producer looks the topic up again and resends
-    them; they are stored once the bookie is back, in order, once."""
-    cluster, url = on_bookies(tmp_path, 1, hold_s=60)
+@pytest.mark.parametrize(
+    ("ending", "dedup"),
+    [("hold", False), ("hold", True), ("unload", False)],
+    ids=["past-the-hold", "past-the-hold-dedup", "unloaded"],
+)
+def test_held_sends_failed_back_to_the_producer_are_resent_until_stored(tmp_path, ending, dedup):
+    """Held sends fail back to the producer, ending its stream: past
+    managed_ledger_failed_add_hold_seconds with PersistenceError, or, when
+    the topic is unloaded meanwhile, with a retryable error (not
+    PersistenceError). Either way the producer reconnects and resends what
+    has no receipt, as Pulsar's clients do, until a ledger takes it once the
+    bookie is back: in order, once."""
+    cluster, url = on_bookies(tmp_path, 1, hold_s=1 if ending == "hold" else 60, dedup=dedup)
     try:
-        topic = "persistent://public/default/unloaded-while-held"
+        topic = f"persistent://public/default/held-then-{ending}"
         sent = [f"m{i}".encode() for i in range(60)]
         with Client(url) as client:
-            producer, port, results = sends_held(cluster, client, topic, sent, 0)
-            with Admin(url) as admin:
-                admin.namespaces.unload("public/default")
-            assert results == []  # failed back to the producer, which resends them
-            cluster.start(0, port=port)
-            cluster.wait_ready(0)
-            producer.flush()
-            assert results == [Result.Ok] * 50
-        with Admin(url) as admin:  # (before a subscription consumes them: then they may go)
-            ledgers = admin.topics.stats_internal(topic)["ledgers"]
+            held = sends_held(cluster, client, topic, sent, 0)
+            if ending == "hold":
+                wait_for(lambda: hold_ran_out(cluster), 30, "the hold to run out")
+            else:
+                with Admin(url) as admin:
+                    admin.namespaces.unload("public/default")
+            assert held[2] == []  # resent by the producer, not failed to the application
+            ledgers = back_and_stored(cluster, url, topic, held, 0)
+            assert len(held[2]) == 50
         assert sum(row["entries"] for row in ledgers) == 60
         assert consume_all(url, topic, 60) == sent
     finally:
         cluster.stop_all()
-
-
-def send_ok(producer: Producer, data: bytes) -> bool:
-    try:
-        producer.send(data)
-        return True
-    except BrokerPersistenceError:
-        return False

@@ -89,33 +89,39 @@ def test_the_broker_setting_turns_deduplication_on_without_a_namespace_policy(
 def test_a_send_whose_write_failed_is_stored_exactly_once_when_retried(fresh_cluster, tmp_path):
     import signal
 
-    from client import MagnetarError
+    from client import Result
+    from tests.harness import wait_for
 
     config = tmp_path / "magnetar.toml"
-    config.write_text("[broker]\nbroker_deduplication_enabled = true\nbookie_timeout_ms = 1000\n")
+    config.write_text(
+        "[broker]\nbroker_deduplication_enabled = true\nbookie_timeout_ms = 1000\n"
+        "managed_ledger_failed_add_hold_seconds = 1\n"
+    )
     fresh_cluster.extra_args = ["--config", str(config)]
     cluster = fresh_cluster.start()
     bookie = cluster.endpoints["pids"]["bookie"]
+    broker_log = cluster.data_dir / "logs" / "broker.log"
     topic = "retry-after-failure"
     with Client(cluster.service_url) as c:
         p = c.create_producer(
             topic, producer_name="r-1", batching_enabled=False, send_timeout_millis=0
         )
         p.send(b"m0", sequence_id=0)
+        results: list = []
         os.kill(bookie, signal.SIGSTOP)  # the bookie hangs: the next write fails
         try:
-            try:
-                p.send(b"m1", sequence_id=1)
-                raise AssertionError("the send should have failed")
-            except MagnetarError:
-                pass
+            p.send_async(b"m1", lambda res, msg_id: results.append(res), sequence_id=1)
+            # Its ledger failed, and no new one took it within the hold: the
+            # send failed back to the producer, which sends it again.
+            wait_for(lambda: "adds held for" in broker_log.read_text(), 60, "the hold to end")
         finally:
             os.kill(bookie, signal.SIGCONT)
         # The broker closed the failed ledger (recovering what the bookie had
-        # stored after all) and went on in a new one. The retry is stored if the
-        # first write was lost and answered as a duplicate if it was not: m1 is
-        # stored exactly once either way, and later sends go on.
-        p.send(b"m1", sequence_id=1)
+        # stored after all) and went on in a new one. The resend is stored if
+        # the first write was lost and answered as a duplicate if it was not:
+        # m1 is stored exactly once either way, and later sends go on.
+        p.flush()
+        assert results == [Result.Ok]
         assert p.send(b"m2", sequence_id=2).entry_id() >= 0
         sub = c.subscribe(topic, "audit", initial_position=InitialPosition.Earliest)
         got = _drain(sub)

@@ -127,6 +127,22 @@ def test_snapshots_round_trip_and_replays_count_as_persisted():
     assert again.check("p", 7) == D and again.covered == (3, 7)
 
 
+def test_an_inner_chunk_found_stored_does_not_count_its_message_as_stored():
+    # A failed ledger's recovery (or a replay) finds the first chunks of a
+    # message but not its last: the message is not stored, so its resent
+    # last chunk must be admitted, not answered as a duplicate.
+    d = DedupState()
+    d.enabled = True
+    first = common_pb2.MessageMetadata(producer_name="p", sequence_id=3, publish_time=1)
+    first.chunk_id, first.num_chunks_from_msg = 0, 2
+    assert d.observe([((1, 0), encode_entry(first, b"x"))]) == 0
+    assert d.check("p", 3) == A
+    last = common_pb2.MessageMetadata(producer_name="p", sequence_id=3, publish_time=1)
+    last.chunk_id, last.num_chunks_from_msg = 1, 2
+    assert d.observe([((1, 1), encode_entry(last, b"x"))]) == 1
+    assert d.check("p", 3) == D
+
+
 def _meta(producer: str, seq: int, messages: int) -> common_pb2.MessageMetadata:
     meta = common_pb2.MessageMetadata(producer_name=producer, sequence_id=seq, publish_time=1)
     if messages > 1:

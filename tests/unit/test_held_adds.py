@@ -60,7 +60,7 @@ def test_adds_without_an_id_keep_their_order():
 def test_held_adds_fail_once_the_hold_runs_out_and_nothing_more_is_held():
     async def main() -> None:
         outcomes: list[bool] = []
-        hold = HeldAdds(0.05, lambda: RuntimeError("too late"))
+        hold = HeldAdds(0.05, lambda: RuntimeError("too late"), "t")
         loop = asyncio.get_running_loop()
         add = PendingAdd(1, b"x", 1, 0.0, loop.create_future(), outcomes.append)
         hold.adds.append(add)
@@ -73,7 +73,7 @@ def test_held_adds_fail_once_the_hold_runs_out_and_nothing_more_is_held():
 
 def test_taken_adds_are_not_failed_by_the_timer():
     async def main() -> None:
-        hold = HeldAdds(0.01, lambda: RuntimeError("too late"))
+        hold = HeldAdds(0.01, lambda: RuntimeError("too late"), "t")
         add = PendingAdd(1, b"x", 1, 0.0, asyncio.get_running_loop().create_future(), None)
         hold.adds.append(add)
         assert hold.take() == [add] and not hold.open
