@@ -86,7 +86,8 @@ class DedupState:
     def observe(self, entries: list[tuple[Position, bytes]], in_flight_too: bool = True) -> int:
         """Entries found stored (a failed ledger's recovery, a replay after a
         snapshot): their producers' sequence ids count as persisted (and
-        pushed). Returns how many entries carried a producer."""
+        pushed); inner chunks count for nothing. Returns how many entries
+        counted."""
         seen = 0
         for _, data in entries:
             got = producer_and_highest(data)

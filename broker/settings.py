@@ -162,7 +162,8 @@ class BrokerSettings:
         "unconfirmed adds wait this long for the broker to recover that ledger and open a new "
         "one: those the recovery finds stored are answered from the failed ledger, the others "
         "are stored in the new one. Past it they fail with PersistenceError (0 = at once), "
-        "which ends the producers' streams: they reconnect and send them again.",
+        "which ends the producers' streams: they reconnect and send them again. Keep it under "
+        "the producers' send timeout (30 s): a send timed out while held may still be stored.",
     )
     managed_ledger_cursor_persist_interval_ms: int = setting(
         1000, "A cursor's acknowledgement state is written at most this often (and on close)."

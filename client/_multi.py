@@ -180,6 +180,10 @@ class PartitionedProducerEngine:
         return next((e.failure for e in self.engines if e.failure is not None), None)
 
     @property
+    def connected(self) -> bool:
+        return all(e.connected for e in self.engines)
+
+    @property
     def last_sequence_id(self) -> int:
         return max(e.last_sequence_id for e in self.engines)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
 import threading
 import time
-from collections.abc import Iterable
 
 import grpc
 
@@ -32,6 +32,7 @@ from client._connection import (
     retry_with_backoff,
 )
 from client._produce_mux import ProducerCall
+from client._producer_batch import Batch, group_by_key, send_batches
 from client._producer_options import ProducerOptions
 from client._schema_use import schema_data
 from client.compression import wire_type
@@ -72,56 +73,6 @@ def _as_bytes(payload: object) -> bytes:
     return bytes(payload)
 
 
-class _Batch:
-    """One entry on its way: a batch of messages, or one chunk of a message
-    (only the last chunk carries the message; ``chunk_failure`` is shared by
-    the chunks so one failed chunk fails the message)."""
-
-    __slots__ = (
-        "chunk_failure",
-        "deadline",
-        "entry",
-        "messages",
-        "num_messages",
-        "sent_at",
-        "sequence_id",
-    )
-
-    def __init__(
-        self,
-        messages: list[PendingMessage],
-        entry: bytes,
-        sequence_id: int | None = None,
-        chunk_failure: list[BaseException] | None = None,
-    ) -> None:
-        self.messages = messages
-        self.entry = entry
-        self.sequence_id = messages[0].sequence_id if sequence_id is None else sequence_id
-        self.num_messages = len(messages)
-        self.sent_at = 0.0
-        self.chunk_failure = chunk_failure
-
-
-def group_by_key(messages: list[PendingMessage]) -> list[list[PendingMessage]]:
-    """Key-based batching: one batch per key (ordering key, else partition key;
-    keyless messages together), in order of each key's first message."""
-    groups: dict[object, list[PendingMessage]] = {}
-    for m in messages:
-        key = m.ordering_key if m.ordering_key is not None else m.partition_key
-        groups.setdefault(key, []).append(m)
-    return list(groups.values())
-
-
-def _send_batches(call: ProducerCall, batches: Iterable[_Batch]) -> None:
-    """One send request of these entries (a chunk but the last counts 1)."""
-    seqs, nums, entries = [], [], []
-    for b in batches:
-        seqs.append(b.sequence_id)
-        nums.append(b.num_messages or 1)
-        entries.append(b.entry)
-    call.send_entries(seqs, nums, entries)
-
-
 RECONNECT_ERRORS = (ServiceUnitNotReady, ConnectError, ProducerBusy, BrokerPersistenceError)
 CLOSE_TIMEOUT_S = 2.0  # how long close() waits for the broker to hear it
 
@@ -150,8 +101,8 @@ class ProducerEngine:
         self._open: list[PendingMessage] = []
         self._open_bytes = 0
         self._timer_armed = False
-        self._ready: collections.deque[_Batch] = collections.deque()
-        self._inflight: collections.deque[_Batch] = collections.deque()
+        self._ready: collections.deque[Batch] = collections.deque()
+        self._inflight: collections.deque[Batch] = collections.deque()
         self._pending = 0
         self._kicked = False
         self._wake = asyncio.Event()
@@ -167,6 +118,11 @@ class ProducerEngine:
         self.resolver: Resolver | None = None
         self._started = False
         self._connected = asyncio.Event()
+
+    @property
+    def connected(self) -> bool:
+        """Its stream to the broker serves (it is not reconnecting)."""
+        return self._connected.is_set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -378,7 +334,7 @@ class ProducerEngine:
             if len(entry) > self.max_message_size and self.opts.chunking_enabled:
                 self._add_chunks(group[0], now_ms)
             else:
-                self._ready.append(_Batch(group, entry))
+                self._ready.append(Batch(group, entry))
 
     def _add_chunks(self, msg: PendingMessage, now_ms: int) -> None:
         try:
@@ -399,7 +355,7 @@ class ProducerEngine:
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
             self._ready.append(
-                _Batch([msg] if last else [], chunk, msg.sequence_id, chunk_failure=failure)
+                Batch([msg] if last else [], chunk, msg.sequence_id, chunk_failure=failure)
             )
 
     def _kick(self) -> None:
@@ -457,7 +413,7 @@ class ProducerEngine:
             self._inflight.append(b)
         try:
             assert self._call is not None
-            _send_batches(self._call, batches)
+            send_batches(self._call, batches)
         except Exception as exc:
             # The stream broke: the reader reconnects and sends them again.
             log.debug("%s: sending failed (%s); resent after reconnecting", self.topic, exc)
@@ -525,8 +481,8 @@ class ProducerEngine:
 
     async def _reconnect(self) -> None:
         """Look the topic up again, recreate the producer, resend what has no
-        receipt yet; retried with backoff until it works, the producer is
-        closed, or its sends time out."""
+        receipt yet; retried with backoff until it works or the producer is
+        closed or failed (a send timeout fails the sends, not the producer)."""
         self._connected.clear()
         if self._call is not None:
             self._call.cancel()
@@ -534,7 +490,7 @@ class ProducerEngine:
         async def attempt() -> None:
             await self._open_stream()
             if self._inflight:
-                _send_batches(self._call, list(self._inflight))  # type: ignore[arg-type]
+                send_batches(self._call, list(self._inflight))  # type: ignore[arg-type]
 
         await retry_with_backoff(
             attempt,
@@ -579,7 +535,7 @@ class ProducerEngine:
             self._inflight.clear()
             self._ready.clear()
             if self._open:
-                batches.append(_Batch(self._open, b""))
+                batches.append(Batch(self._open, b""))
                 self._open, self._open_bytes = [], 0
             self._pending = 0
             self._space.notify_all()
@@ -591,7 +547,9 @@ class ProducerEngine:
         limit = self.opts.send_timeout_millis / 1000
         while True:
             await asyncio.sleep(min(limit / 4, 0.5))
-            if self._inflight and time.monotonic() - self._inflight[0].sent_at > limit:
+            with self._lock:  # the oldest sent, or sealed while the producer reconnects
+                since = min(q[0].sent_at if q else math.inf for q in (self._inflight, self._ready))
+            if time.monotonic() - since > limit:
                 ms = self.opts.send_timeout_millis
                 why = f"no receipt from the broker within send_timeout_millis ({ms} ms)"
                 self._fail_all(Timeout(f"{why} on {self.topic}"), fatal=False)

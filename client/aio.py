@@ -93,7 +93,9 @@ class Producer:
         return self._engine.last_sequence_id
 
     def is_connected(self) -> bool:
-        return not self._engine.closed and self._engine.failure is None
+        """Open, and its stream to the broker is up (not reconnecting)."""
+        engine = self._engine
+        return not engine.closed and engine.failure is None and engine.connected
 
 
 class Consumer:

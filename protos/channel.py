@@ -22,8 +22,9 @@ def grpc_options(max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES) -> list[tuple[
 def reconnect_options(max_ms: int = 1000) -> list[tuple[str, int]]:
     """A channel whose server went away tries again 100 ms later, then at
     most every ``max_ms``. gRPC's own schedule (1 s, growing to 120 s) left a
-    bookie back after a 30 s outage unreached for another 16 s (measured:
-    0.8 s with this one), and every call meanwhile fails at once."""
+    server back after a 30 s outage unreached for another 11-16 s (measured:
+    0.6-0.8 s with this one), and every call meanwhile fails at once
+    (benchmarks/reconnect_after_outage.py)."""
     return [
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.min_reconnect_backoff_ms", 100),

@@ -5,6 +5,7 @@ block_if_queue_full, and send_timeout_millis."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -12,7 +13,8 @@ import time
 
 import pytest
 
-from client import Client, InitialPosition, MessageId, ProducerQueueIsFull, Timeout
+from client import Client, InitialPosition, MessageId, ProducerQueueIsFull, Result, Timeout
+from tests.harness import wait_for
 
 
 def _ids(p, payloads: list[bytes]) -> list[MessageId]:  # type: ignore[no-untyped-def]
@@ -124,3 +126,24 @@ def test_send_timeout_fails_pending_sends_with_timeout(fresh_cluster, topic):
         finally:
             os.kill(bookie, signal.SIGCONT)
         assert p.send(b"after").entry_id() >= 0  # the producer goes on, as Pulsar's does
+
+
+def ended(results: list, n: int) -> bool:
+    return len(results) == n
+
+
+def test_sends_made_while_the_producer_cannot_reconnect_time_out_too(fresh_cluster, topic):
+    """A producer whose broker is gone keeps trying to reconnect (a send
+    timeout does not end it); the sends it takes meanwhile wait unsent, and
+    fail with Timeout after send_timeout_millis like sent ones."""
+    fresh_cluster.extra_args = ["--no-restart"]
+    cluster = fresh_cluster.start()
+    with Client(cluster.service_url) as c:
+        p = c.create_producer(topic, send_timeout_millis=1000, batching_enabled=False)
+        p.send(b"before")
+        os.kill(cluster.endpoints["pids"]["broker"], signal.SIGKILL)  # nothing to reconnect to
+        results: list = []
+        for i in range(2):  # the second comes after the first timed out
+            p.send_async(f"m{i}".encode(), lambda res, msg_id: results.append(res))
+            wait_for(functools.partial(ended, results, i + 1), 10, f"send {i} to end")
+        assert results == [Result.Timeout, Result.Timeout]
