@@ -124,6 +124,12 @@ class ConsumerStream:
         assert self.call is not None
         await self.call.done_writing()
 
+    async def wait_ended(self) -> None:
+        """Until the broker ends the stream (what it still sends is dropped)."""
+        assert self.call is not None
+        while await self.call.read() is not grpc.aio.EOF:  # bounded by the caller's timeout
+            pass
+
     def cancel(self) -> None:
         if self.call is not None:
             self.call.cancel()

@@ -19,9 +19,11 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+import grpc
+
 from client._consumer_options import ConsumerOptions, subscribe_request
 from client._consumer_stream import ConsumerStream
-from client._producer import ProducerEngine
+from client._producer import CLOSE_TIMEOUT_S, ProducerEngine
 from client._producer_options import ProducerOptions
 from client.enums import InitialPosition
 from client.message import Message, settle
@@ -108,6 +110,11 @@ class DeadLetterPublisher:
         await stream.open(await self.resolver(self.topic), request, 0)
         try:
             await stream.say_goodbye()
+            # The broker ends the stream once the consumer is gone: until then
+            # the application's own subscribe would meet it (ConsumerBusy).
+            await asyncio.wait_for(stream.wait_ended(), CLOSE_TIMEOUT_S)
+        except (TimeoutError, grpc.aio.AioRpcError):
+            pass  # gone or going: the subscription is made either way
         finally:
             stream.cancel()
 
