@@ -10,7 +10,9 @@ are held, in order, while the managed ledger recovers the failed ledger
 
 Recovery may find that the bookies stored some of the held entries (past
 the writer's LAC: no producer heard of them yet). Those are settled as
-stored, at their place in the failed ledger, so nothing is stored twice.
+stored, at their place in the failed ledger, so nothing is stored twice;
+that happens once the managed ledger has recorded the failed ledger's close
+(or could not), so the position a producer is told is readable at once.
 The rest go to the new ledger in their order, before any later add (later
 adds wait while the ledger is replaced:
 :meth:`~broker.managed_ledger.ManagedLedger.wait_for_room`). An add that

@@ -403,12 +403,10 @@ class ManagedLedger:
             self.message_counts.recovered(recovered)
             if self.on_recovered_entries is not None:
                 self.on_recovered_entries(recovered)
-        if self._held is not None:  # (broker.held_adds)
-            for add in self._held.settle_stored(failed.ledger_id, md.last_entry_id):
-                self.entries_added += 1
-                self.bytes_added += len(add.data)
-                self.metrics.entry_stored(len(add.data), time.monotonic() - add.started)
-        writer = await self._switch_ledger(md)
+        try:
+            writer = await self._switch_ledger(md)
+        finally:  # once this broker knows the ledger closed: a receipt's position is readable
+            self._settle_stored(failed.ledger_id, md.last_entry_id)
         if self._held is not None:
             for add in self._held.take():  # before any later add: they wait for room
                 self._add(writer, add)
@@ -417,6 +415,16 @@ class ManagedLedger:
             listener()  # recovered entries are readable now
         msg = "%s: ledger %d failed; closed at %d, continuing in ledger %d"
         log.warning(msg, self.topic, failed.ledger_id, md.last_entry_id, writer.ledger_id)
+
+    def _settle_stored(self, ledger_id: int, last_entry_id: int) -> None:
+        """Answer the held adds recovery found stored in the failed ledger
+        (broker.held_adds), counted as added."""
+        if self._held is None:
+            return
+        for add in self._held.settle_stored(ledger_id, last_entry_id):
+            self.entries_added += 1
+            self.bytes_added += len(add.data)
+            self.metrics.entry_stored(len(add.data), time.monotonic() - add.started)
 
     def maybe_trim(self) -> None:
         if self._trimming is not None:

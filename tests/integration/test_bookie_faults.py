@@ -17,7 +17,7 @@ import pytest
 from bookie.ledger_client import LedgerClient
 from bookie.ledger_metadata import OPEN
 from bookie.replication_tasks import all_ledgers
-from client import Client, InitialPosition, Producer, Result
+from client import Client, InitialPosition, MessageId, Producer, Result
 from client.admin import Admin
 from metastore.client import MetastoreClient
 from tests.harness import BookieCluster, wait_for
@@ -246,37 +246,54 @@ def replacing_failed_ledger(cluster: BookieCluster) -> bool:
     return "replacing failed ledger" in (cluster.data_dir / "broker" / "broker.log").read_text()
 
 
+Held = tuple[Producer, int, list, list[bool | Exception]]
+
+
 def sends_held(
-    cluster: BookieCluster, client: Client, topic: str, sent: list[bytes], victim: int
-) -> tuple[Producer, int, list]:
+    cluster: BookieCluster, client: Client, admin: Admin, topic: str, sent: list[bytes], victim: int
+) -> Held:
     """A producer sends ``sent[:10]``; bookie ``victim`` is killed and the
-    rest are sent without waiting. Returns the producer, the victim's port
-    and the results so far, once the broker's ledger has failed."""
+    rest are sent without waiting. Returns the producer, the victim's port,
+    the results so far and whether the first held send's position was
+    readable when its receipt came; once the broker's ledger has failed."""
     producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=300_000)
     for data in sent[:10]:
         producer.send(data)
     port = int(cluster.info[victim]["grpc"].rsplit(":", 1)[1])
     cluster.kill9(victim)
     results: list = []
+    readable: list[bool | Exception] = []
+
+    def answered(res: Result, msg_id: MessageId | None) -> None:
+        if msg_id is not None and Result.Ok not in results:
+            # The first receipt of a held send: its position is readable by
+            # now (the broker recorded the failed ledger's close before it).
+            try:
+                last = admin.topics.stats_internal(topic)["lastConfirmedEntry"]
+                readable.append(msg_id.position <= tuple(int(p) for p in last.split(":")))
+            except Exception as exc:  # shown by the assertion on ``readable``
+                readable.append(exc)
+        results.append(res)
+
     for data in sent[10:]:
-        producer.send_async(data, lambda res, msg_id: results.append(res))
+        producer.send_async(data, answered)
     wait_for(lambda: replacing_failed_ledger(cluster), 30, "the ledger to fail")
-    return producer, port, results
+    return producer, port, results, readable
 
 
 def back_and_stored(
-    cluster: BookieCluster, url: str, topic: str, held: tuple[Producer, int, list], victim: int
+    cluster: BookieCluster, admin: Admin, topic: str, held: Held, victim: int
 ) -> list[dict]:
     """Bookie ``victim`` back on its port: every send held since
     ``sends_held`` succeeds. The topic's ledgers (stats-internal rows, read
     before a subscription consumes them: then they may go)."""
-    producer, port, results = held
+    producer, port, results, readable = held
     cluster.start(victim, port=port)
     cluster.wait_ready(victim)
     producer.flush()
     assert results and results == [Result.Ok] * len(results)
-    with Admin(url) as admin:
-        return list(admin.topics.stats_internal(topic)["ledgers"])
+    assert readable == [True]
+    return list(admin.topics.stats_internal(topic)["ledgers"])
 
 
 @pytest.mark.parametrize("dedup", [False, True], ids=["plain", "dedup"])
@@ -295,11 +312,11 @@ def test_sends_that_meet_a_lost_bookie_are_stored_in_a_new_ledger_when_it_is_bac
     try:
         topic = "persistent://public/default/lost-bookie"
         sent = [f"m{i}".encode() for i in range(300)]
-        with Client(url) as client:
+        with Client(url) as client, Admin(url) as admin:
             victim = bookies - 1
-            held = sends_held(cluster, client, topic, sent, victim)
+            held = sends_held(cluster, client, admin, topic, sent, victim)
             assert held[2] == []  # held, not failed
-            ledgers = back_and_stored(cluster, url, topic, held, victim)
+            ledgers = back_and_stored(cluster, admin, topic, held, victim)
             assert len(held[2]) == 290
         assert len(ledgers) == 2 and sum(row["entries"] for row in ledgers) == 300
         if bookies == 2:
@@ -329,15 +346,14 @@ def test_held_sends_failed_back_to_the_producer_are_resent_until_stored(tmp_path
     try:
         topic = f"persistent://public/default/held-then-{ending}"
         sent = [f"m{i}".encode() for i in range(60)]
-        with Client(url) as client:
-            held = sends_held(cluster, client, topic, sent, 0)
+        with Client(url) as client, Admin(url) as admin:
+            held = sends_held(cluster, client, admin, topic, sent, 0)
             if ending == "hold":
                 wait_for(lambda: hold_ran_out(cluster), 30, "the hold to run out")
             else:
-                with Admin(url) as admin:
-                    admin.namespaces.unload("public/default")
+                admin.namespaces.unload("public/default")
             assert held[2] == []  # resent by the producer, not failed to the application
-            ledgers = back_and_stored(cluster, url, topic, held, 0)
+            ledgers = back_and_stored(cluster, admin, topic, held, 0)
             assert len(held[2]) == 50
         assert sum(row["entries"] for row in ledgers) == 60
         assert consume_all(url, topic, 60) == sent
