@@ -11,8 +11,10 @@ are held, in order, while the managed ledger recovers the failed ledger
 Recovery may find that the bookies stored some of the held entries (past
 the writer's LAC: no producer heard of them yet). Those are settled as
 stored, at their place in the failed ledger, so nothing is stored twice;
-that happens once the managed ledger has recorded the failed ledger's close
-(or could not), so the position a producer is told is readable at once.
+they are taken out of the hold once recovery has closed the failed ledger
+(the hold's end no longer fails them), and answered once the managed ledger
+has recorded that close and opened the next ledger (or failed to), so the
+position a producer is told is readable at once.
 The rest go to the new ledger in their order, before any later add (later
 adds wait while the ledger is replaced:
 :meth:`~broker.managed_ledger.ManagedLedger.wait_for_room`). An add that
@@ -92,17 +94,11 @@ class HeldAdds:
         adds, self.adds = self.adds, []
         return adds
 
-    def settle_stored(self, ledger_id: int, last_entry_id: int) -> list[PendingAdd]:
-        """Answer the adds recovery found stored in the failed ledger
-        ``ledger_id`` (closed at ``last_entry_id``) with their place there;
-        the others stay held. Returns the ones answered."""
+    def take_stored(self, last_entry_id: int) -> list[PendingAdd]:
+        """The adds recovery found stored in the failed ledger (closed at
+        ``last_entry_id``), taken out unanswered (:func:`answer_stored`):
+        the hold's end no longer fails them. The others stay held."""
         stored, self.adds = split_held(self.adds, last_entry_id)
-        for add in stored:
-            if not add.out.done():
-                add.out.set_result((ledger_id, add.entry_id))
-        for add in stored:  # every future first: a callback that raises leaves none waiting
-            if add.stored is not None:
-                add.stored(True)
         return stored
 
     def fail(self, error: Callable[[], BaseException]) -> None:
@@ -115,3 +111,14 @@ class HeldAdds:
         for add in adds:
             if add.stored is not None:
                 add.stored(False)
+
+
+def answer_stored(ledger_id: int, stored: list[PendingAdd]) -> None:
+    """Answer adds found stored in ledger ``ledger_id`` with their place
+    there (every future first: a callback that raises leaves none waiting)."""
+    for add in stored:
+        if not add.out.done():
+            add.out.set_result((ledger_id, add.entry_id))
+    for add in stored:
+        if add.stored is not None:
+            add.stored(True)

@@ -28,7 +28,7 @@ from bookie.ledger_writer import LedgerWriter
 from broker import ledger_list, ledger_reads
 from broker.cursor import CursorMark, Position
 from broker.entry_cache import EntryCache
-from broker.held_adds import HeldAdds, PendingAdd, Stored
+from broker.held_adds import HeldAdds, PendingAdd, Stored, answer_stored
 from broker.ledger_rules import (
     NO_RETENTION,
     LedgerFacts,
@@ -403,10 +403,11 @@ class ManagedLedger:
             self.message_counts.recovered(recovered)
             if self.on_recovered_entries is not None:
                 self.on_recovered_entries(recovered)
+        stored = [] if self._held is None else self._held.take_stored(md.last_entry_id)
         try:
             writer = await self._switch_ledger(md)
         finally:  # once this broker knows the ledger closed: a receipt's position is readable
-            self._settle_stored(failed.ledger_id, md.last_entry_id)
+            self._answer_stored(failed.ledger_id, stored)
         if self._held is not None:
             for add in self._held.take():  # before any later add: they wait for room
                 self._add(writer, add)
@@ -416,15 +417,14 @@ class ManagedLedger:
         msg = "%s: ledger %d failed; closed at %d, continuing in ledger %d"
         log.warning(msg, self.topic, failed.ledger_id, md.last_entry_id, writer.ledger_id)
 
-    def _settle_stored(self, ledger_id: int, last_entry_id: int) -> None:
+    def _answer_stored(self, ledger_id: int, stored: list[PendingAdd]) -> None:
         """Answer the held adds recovery found stored in the failed ledger
         (broker.held_adds), counted as added."""
-        if self._held is None:
-            return
-        for add in self._held.settle_stored(ledger_id, last_entry_id):
+        for add in stored:
             self.entries_added += 1
             self.bytes_added += len(add.data)
             self.metrics.entry_stored(len(add.data), time.monotonic() - add.started)
+        answer_stored(ledger_id, stored)
 
     def maybe_trim(self) -> None:
         if self._trimming is not None:

@@ -1,8 +1,9 @@
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
-from broker.held_adds import HeldAdds, PendingAdd, split_held
+from broker.held_adds import HeldAdds, PendingAdd, answer_stored, split_held
 
 
 def held(entry_ids: list[int | None], loop: asyncio.AbstractEventLoop) -> list[PendingAdd]:
@@ -81,3 +82,30 @@ def test_taken_adds_are_not_failed_by_the_timer():
         assert not add.out.done()
 
     asyncio.run(main())
+
+
+def test_adds_found_stored_are_not_failed_by_the_timer_and_answered_with_their_place():
+    async def main() -> None:
+        outcomes: list[tuple[bytes, bool]] = []
+        hold = HeldAdds(0.05, lambda: RuntimeError("too late"), "t")
+        loop = asyncio.get_running_loop()
+        for entry_id in (5, 6, 7):
+            data = f"add-{entry_id}".encode()
+            hold.adds.append(
+                PendingAdd(entry_id, data, 1, 0.0, loop.create_future(), _told(outcomes, data))
+            )
+        stored = hold.take_stored(6)  # recovery closed the failed ledger at 6
+        assert [a.entry_id for a in stored] == [5, 6] and hold.open
+        late = hold.adds[0]
+        with pytest.raises(RuntimeError, match="too late"):  # the hold ends meanwhile
+            await asyncio.wait_for(late.out, 10)
+        assert not any(a.out.done() for a in stored)
+        answer_stored(3, stored)
+        assert [a.out.result() for a in stored] == [(3, 5), (3, 6)]
+        assert outcomes == [(b"add-7", False), (b"add-5", True), (b"add-6", True)]
+
+    asyncio.run(main())
+
+
+def _told(outcomes: list[tuple[bytes, bool]], data: bytes) -> Callable[[bool], None]:
+    return lambda ok: outcomes.append((data, ok))
