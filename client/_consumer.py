@@ -33,21 +33,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from client._ack_grouping import AckGroupingTracker, ack_target, cumulative_position
-from client._connection import (
-    Connection,
-    Resolver,
-    call_in_loop,
-    retry_with_backoff,
-)
+from client._connection import Connection, Resolver, call_in_loop, retry_with_backoff
 from client._consumer_options import ConsumerOptions, id_data_of, subscribe_request
 from client._consumer_stream import ConsumerStream
-from client._entry_decoder import (
-    DecodedEntry,
-    DeliveredEntry,
-    EntryDecoder,
-    StartMessageSkip,
-    unread_stored,
-)
+from client._entry_decoder import DecodedEntry, DeliveredEntry, EntryDecoder, StartMessageSkip
 from client._receiver_queue import ReceiverQueue
 from client._redelivery_task import RedeliveryTask
 from client._schema_use import WriterSchemas
@@ -110,6 +99,8 @@ class ConsumerEngine:
             ChunkAssembler(
                 options.max_pending_chunked_message,
                 options.expire_time_of_incomplete_chunked_message_ms / 1000,
+                # One consumer gets every entry, in order (client.chunks).
+                remember_completed=options.consumer_type not in _NO_CUMULATIVE_ACK,
             ),
             policy.max_redeliver_count if policy is not None else None,
         )
@@ -188,6 +179,7 @@ class ConsumerEngine:
         self._stream.cancel()
         with self._arrived:
             self._incoming.restart()
+        self._decoder.chunks.restart()  # what it holds comes again
 
         async def attempt() -> None:
             await self._open_stream()
@@ -239,7 +231,7 @@ class ConsumerEngine:
 
     def _apply(self, decoded: DecodedEntry) -> list[Message]:
         """Act on one decoded entry; its messages for the queue."""
-        self._drop_chunks(decoded.dropped_chunks)
+        self._drop_chunks(decoded.dropped_chunks, decoded.acked_chunks)
         self._release_permits(decoded.freed_permits)
         chunks = self._decoder.chunks
         if decoded.held_chunk and self._chunk_timer is None and len(chunks):
@@ -262,18 +254,22 @@ class ConsumerEngine:
     def _expire_chunks(self) -> None:
         self._chunk_timer = None
         chunks = self._decoder.chunks
-        self._drop_chunks(chunks.expire(time.monotonic()))
+        self._drop_chunks(chunks.expire(time.monotonic()), [])
         if len(chunks):
             self._chunk_timer = self.loop.call_later(chunks.expire_s / 4, self._expire_chunks)
 
-    def _drop_chunks(self, dropped: list[list[tuple[int, int]]]) -> None:
-        """Incomplete chunked messages given up: acked, or delivered again later."""
+    def _drop_chunks(
+        self, dropped: list[list[tuple[int, int]]], acked: list[tuple[int, int]]
+    ) -> None:
+        """Incomplete chunked messages given up: acked, or delivered again
+        later; ``acked``: chunks to acknowledge (client.chunks)."""
         positions = [p for group in dropped for p in group]
-        if not positions:
-            return
         if self.opts.auto_ack_oldest_chunked_message_on_queue_full:
+            acked, positions = [*acked, *positions], []
+        if acked:
             with self._lock:
-                self._arm_ack_flush(self._acks.add_individual(positions, time.monotonic()))
+                self._arm_ack_flush(self._acks.add_individual(acked, time.monotonic()))
+        if not positions:
             return
         # One request for everything dropped in this turn, in position order:
         # separate requests could come back in either order, and a later
@@ -318,7 +314,8 @@ class ConsumerEngine:
                 self._redelivery.start()
                 return
             with self._lock:
-                self._arm_ack_flush(self._acks.add_individual([pos], time.monotonic()))
+                positions = self._chunked.pop(pos, None) or [pos]  # a chunked message: all
+                self._arm_ack_flush(self._acks.add_individual(positions, time.monotonic()))
 
         self._release_permits(len(messages))
         self._side_task(run())
@@ -495,6 +492,8 @@ class ConsumerEngine:
             # Ordered types cannot skip ahead: everything comes again, in order.
             await self.redeliver_unacknowledged()
             return
+        # A chunked message (known by its last chunk): every chunk, first to last.
+        positions = sorted({c for p in positions for c in self._chunked.get(p, [p])})
         req = broker_pb2.RedeliverUnacknowledged()
         req.ledger_ids.extend(p[0] for p in positions)
         req.entry_ids.extend(p[1] for p in positions)
@@ -508,6 +507,7 @@ class ConsumerEngine:
         with self._arrived:
             dropped = self._incoming.drop_all()
             self._redelivery.clear()
+        self._decoder.chunks.restart()
         req = broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
         await self._stream.write(req)
         await self._give_back_permits(dropped)
@@ -543,6 +543,7 @@ class ConsumerEngine:
     def _drop(self, dropped: list[int]) -> None:  # on the answer to a seek
         with self._arrived:
             dropped.append(self._incoming.drop_all())
+        self._decoder.chunks.restart(forget_completed=True)  # read again as asked
         self.last_dequeued = None
 
     async def get_last_message_id(self, timeout_s: float) -> MessageId:
@@ -586,15 +587,3 @@ class ConsumerEngine:
         self._redelivery.cancel()
         if self._dead_letters is not None:
             await self._dead_letters.close()
-
-
-async def has_available(engine: ConsumerEngine, timeout_s: float) -> bool:
-    """Messages queued here, or stored past the last one read (whole entries)."""
-    if engine.queued():
-        return True
-    return unread_stored(
-        await engine.get_last_message_id(timeout_s),
-        engine.last_dequeued,
-        engine.opts.start_message_id,
-        engine.opts.start_message_id_inclusive,
-    )

@@ -7,7 +7,8 @@ becomes a :class:`DecodedEntry`, in four steps:
 1. A chunk goes to the :class:`~client.chunks.ChunkAssembler`; until its
    message is whole it yields nothing and its permit is freed (the chunk is
    held here, not in the queue). Incomplete messages the assembler gives up
-   are handed back as ``dropped_chunks``.
+   are handed back as ``dropped_chunks``, chunks it found to be copies as
+   ``acked_chunks``.
 2. The entry (or the reassembled message) is unpacked: decompressed, a
    batch split into its messages. An entry that does not decode is
    reported (``error``) and skipped.
@@ -65,6 +66,8 @@ class DecodedEntry:
     chunk_positions: list[Position] | None = None
     # Incomplete chunked messages given up (each as its chunks' positions).
     dropped_chunks: list[list[Position]] = field(default_factory=list)
+    # Chunks to acknowledge: stored copies of a chunk.
+    acked_chunks: list[Position] = field(default_factory=list)
     error: MagnetarError | None = None
 
 
@@ -159,8 +162,8 @@ class EntryDecoder:
             meta, view = split_entry(entry)
             payload: bytes | memoryview = view
             if is_chunk(meta):
-                whole, out.dropped_chunks = self.chunks.add(
-                    meta.uuid,
+                whole, out.dropped_chunks, out.acked_chunks = self.chunks.add(
+                    (meta.uuid, meta.publish_time),
                     meta.chunk_id,
                     meta.num_chunks_from_msg,
                     bytes(view),

@@ -34,8 +34,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from client._available import has_available
 from client._connection import Connection, Connections, Resolver, call_in_loop
-from client._consumer import ConsumerEngine, has_available
+from client._consumer import ConsumerEngine
 from client._consumer_options import ConsumerOptions
 from client._producer import ProducerEngine
 from client._producer_options import ProducerOptions

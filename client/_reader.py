@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from client._consumer import ConsumerEngine, has_available
+from client._available import has_available
+from client._consumer import ConsumerEngine
 from client._multi import MultiConsumerEngine
 from client.exceptions import MagnetarError
 

@@ -93,7 +93,11 @@ class DeadLetterPublisher:
                 producer = ProducerEngine(
                     await self.resolver(self.topic),
                     self.topic,
-                    ProducerOptions(producer_name=self.producer_name, batching_enabled=False),
+                    ProducerOptions(  # as Pulsar's: no batching, chunking on
+                        producer_name=self.producer_name,
+                        batching_enabled=False,
+                        chunking_enabled=True,
+                    ),
                     self.loop,
                 )
                 producer.resolver = self.resolver

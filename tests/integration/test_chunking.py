@@ -14,6 +14,7 @@ import pytest
 from client import (
     Client,
     CompressionType,
+    ConsumerDeadLetterPolicy,
     ConsumerType,
     InitialPosition,
     InvalidConfiguration,
@@ -64,6 +65,11 @@ def _raw_send(cluster: StandaloneCluster, topic: str, entries: list[bytes]) -> N
                 break
 
 
+def _wait_backlog(admin: Admin, topic: str, n: int, what: str) -> None:
+    """Until subscription ``s`` has ``n`` entries unacknowledged."""
+    wait_for(lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == n, 10, what)
+
+
 def _chunks(name: str, payload: bytes, seq: int) -> list[bytes]:
     msg = PendingMessage(payload, seq, lambda e, m: None)
     return build_chunk_entries(msg, name, int(time.time() * 1000), 0, MAX)
@@ -87,11 +93,7 @@ def test_a_big_message_is_chunked_and_reassembled(small, topic):
         stats = admin.topics.stats(topic)
         assert stats["msgInCounter"] >= 6
         consumer.acknowledge(m)
-        wait_for(
-            lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 1,
-            10,
-            "every chunk to be acknowledged with the message",
-        )
+        _wait_backlog(admin, topic, 1, "every chunk to be acknowledged with the message")
 
 
 def test_chunks_of_compressed_messages_and_of_interleaved_producers(small, topic):
@@ -164,11 +166,7 @@ def test_a_full_chunk_queue_drops_the_oldest_message(small, topic, auto_ack):
             second = consumer.receive(timeout_millis=10000)  # redelivered, then whole
             assert second.data() == a and second.redelivery_count() == 1
             consumer.acknowledge(second)
-        wait_for(
-            lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 0,
-            10,
-            "all four chunks to be acknowledged",
-        )
+        _wait_backlog(admin, topic, 0, "all four chunks to be acknowledged")
 
 
 def test_an_incomplete_chunked_message_expires(small, topic):
@@ -182,10 +180,64 @@ def test_an_incomplete_chunked_message_expires(small, topic):
             auto_ack_oldest_chunked_message_on_queue_full=True,
         )
         _raw_send(small, topic, [lonely[0]])  # the last chunk never comes
-        wait_for(
-            lambda: admin.topics.stats(topic)["subscriptions"]["s"]["msgBacklog"] == 0,
-            10,
-            "the expired chunk to be acknowledged",
-        )
+        _wait_backlog(admin, topic, 0, "the expired chunk to be acknowledged")
         with pytest.raises(Timeout):
             consumer.receive(timeout_millis=200)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [[0, 1, 1, 2, 2], [0, 1, 0, 1, 2], [0, 1, 2, 0, 1]],
+    ids=["copies", "resent-from-the-start", "resent-without-its-last-chunk"],
+)
+def test_a_chunked_message_stored_with_copies_is_received_once_and_every_chunk_acknowledged(
+    small, topic, stored
+):
+    """Chunks stored again by at-least-once resends (the same bytes; with
+    deduplication the last chunk's copy would be refused, as in the third
+    case): the message is received once, whole, and every copy is
+    acknowledged (none redelivered again and again)."""
+    payload = os.urandom(2 * MAX + 7)
+    chunks = _chunks("pc", payload, 0)
+    assert len(chunks) == 3
+    with Client(small.service_url) as c, Admin(small.service_url) as admin:
+        _raw_send(small, topic, [chunks[chunk_id] for chunk_id in stored])
+        consumer = c.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+        msg = consumer.receive(timeout_millis=10000)
+        assert msg.data() == payload and msg.redelivery_count() == 0
+        consumer.acknowledge(msg)
+        _wait_backlog(admin, topic, 0, "every chunk and copy to be acknowledged")
+        with pytest.raises(Timeout):
+            consumer.receive(timeout_millis=500)
+
+
+def test_a_chunked_message_nacked_on_a_shared_subscription_comes_back_whole_then_dead_letters(
+    small, topic
+):
+    """A negative ack on Shared asks for the message's entries only: all its
+    chunks come again, first to last (before, only the last chunk came, and
+    it was dropped and asked for again and again). Past the dead letter
+    policy's count the message is published to the dead letter topic (whose
+    producer chunks, as Pulsar's does) and every chunk is acknowledged."""
+    big = os.urandom(3 * MAX)
+    policy = ConsumerDeadLetterPolicy(max_redeliver_count=1, initial_subscription_name="dlq")
+    with Client(small.service_url) as c, Admin(small.service_url) as admin:
+        consumer = c.subscribe(
+            topic,
+            "s",
+            consumer_type=ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=100,
+            dead_letter_policy=policy,
+        )
+        p = c.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        p.send(big)
+        counts = []
+        for _ in range(2):
+            m = consumer.receive(timeout_millis=10000)
+            assert m.data() == big
+            counts.append(m.redelivery_count())
+            consumer.negative_acknowledge(m)
+        assert counts == [0, 1]
+        _wait_backlog(admin, topic, 0, "every chunk to be acknowledged once dead-lettered")
+        dead = c.subscribe(f"persistent://public/default/{topic}-s-DLQ", "dlq")
+        assert dead.receive(timeout_millis=10000).data() == big

@@ -210,3 +210,16 @@ UNREAD_TABLE = [
 def test_unread_stored_follows_the_table():
     for last, read, start, inclusive, expected in UNREAD_TABLE:
         assert unread_stored(last, read, start, inclusive) is expected, (last, read, start)
+
+
+def test_a_stored_copy_of_a_chunk_is_handed_back_to_acknowledge():
+    first, second = _chunks(b"z" * 400, 3, 300)
+    decoder = _decoder()
+    decoder.decode(DeliveredEntry(1, 0, 0, first), TOPIC, 0)
+    copy = decoder.decode(DeliveredEntry(1, 1, 0, first), TOPIC, 0)
+    assert copy.acked_chunks == [(1, 1)] and (copy.held_chunk, copy.freed_permits) == (True, 1)
+    # The same uuid published at another time is another message, not a copy.
+    other = build_chunk_entries(_pending(b"w" * 400, 3), "p", 2, common_pb2.NONE, 300)
+    assert decoder.decode(DeliveredEntry(1, 2, 0, other[0]), TOPIC, 0).acked_chunks == []
+    (msg,) = decoder.decode(DeliveredEntry(1, 3, 0, second), TOPIC, 0).messages
+    assert msg.data() == b"z" * 400 and msg._chunks == [(1, 0), (1, 3)]
