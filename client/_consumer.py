@@ -437,6 +437,8 @@ class ConsumerEngine:
                     )
                 return
             chunks = self._chunked.pop(mid.position, None)
+            if isinstance(target, Message) and target._chunks:
+                chunks = target._chunks  # (given back to the broker since, or taken again)
             # A chunked message: all its chunks.
             positions = [*chunks[:-1], mid.position] if chunks else [mid.position]
             self._redelivery.acked(mid.position)
@@ -451,6 +453,8 @@ class ConsumerEngine:
         with self._lock:
             self._check()
             pos = cumulative_position(target)
+            for done in [p for p in list(self._chunked) if p <= pos]:  # acknowledged with it
+                self._chunked.pop(done, None)
             self._arm_ack_flush(self._acks.add_cumulative(pos, time.monotonic()))
 
     def _arm_ack_flush(self, delay_s: float | None) -> None:
@@ -493,7 +497,7 @@ class ConsumerEngine:
             await self.redeliver_unacknowledged()
             return
         # A chunked message (known by its last chunk): every chunk, first to last.
-        positions = sorted({c for p in positions for c in self._chunked.get(p, [p])})
+        positions = sorted({c for p in positions for c in self._chunked.pop(p, [p])})
         req = broker_pb2.RedeliverUnacknowledged()
         req.ledger_ids.extend(p[0] for p in positions)
         req.entry_ids.extend(p[1] for p in positions)

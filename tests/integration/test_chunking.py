@@ -22,6 +22,7 @@ from client import (
     MessageTooBig,
     Timeout,
 )
+from client._consumer import ConsumerEngine
 from client.admin import Admin
 from client.message import PendingMessage, build_chunk_entries
 from protos import broker_pb2, broker_pb2_grpc
@@ -241,3 +242,19 @@ def test_a_chunked_message_nacked_on_a_shared_subscription_comes_back_whole_then
         _wait_backlog(admin, topic, 0, "every chunk to be acknowledged once dead-lettered")
         dead = c.subscribe(f"persistent://public/default/{topic}-s-DLQ", "dlq")
         assert dead.receive(timeout_millis=10000).data() == big
+
+
+def test_a_reader_keeps_no_record_of_the_chunked_messages_it_read(small, topic):
+    """A consumer remembers a chunked message's chunk positions until it is
+    acknowledged; a reader acknowledges cumulatively as it reads, so what
+    it remembers stays bounded however many it reads."""
+    with Client(small.service_url) as c:
+        p = c.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        payloads = [os.urandom(MAX + i) for i in range(1, 6)]
+        for payload in payloads:
+            p.send_async(payload, None)
+        p.flush()
+        reader = c.create_reader(topic, MessageId.earliest)
+        assert [reader.read_next(timeout_millis=10000).data() for _ in payloads] == payloads
+        engine = reader._engine
+        assert isinstance(engine, ConsumerEngine) and engine._chunked == {}
