@@ -497,7 +497,7 @@ class ConsumerEngine:
             await self.redeliver_unacknowledged()
             return
         # A chunked message (known by its last chunk): every chunk, first to last.
-        positions = sorted({c for p in positions for c in self._chunked.pop(p, [p])})
+        positions = sorted({c for p in positions for c in self._chunked.get(p, [p])})
         req = broker_pb2.RedeliverUnacknowledged()
         req.ledger_ids.extend(p[0] for p in positions)
         req.entry_ids.extend(p[1] for p in positions)
