@@ -13,8 +13,10 @@ the writer's LAC: no producer heard of them yet). Those are settled as
 stored, at their place in the failed ledger, so nothing is stored twice;
 they are taken out of the hold once recovery has closed the failed ledger
 (the hold's end no longer fails them), and answered once the managed ledger
-has recorded that close and opened the next ledger (or failed to), so the
-position a producer is told is readable at once.
+has recorded that close and opened the next ledger, so the position a
+producer is told is readable at once. (If opening the next ledger fails,
+they are answered all the same: stored is stored; their positions become
+readable when a retry opens it.)
 The rest go to the new ledger in their order, before any later add (later
 adds wait while the ledger is replaced:
 :meth:`~broker.managed_ledger.ManagedLedger.wait_for_room`). An add that

@@ -511,7 +511,8 @@ class ConsumerEngine:
         with self._arrived:
             dropped = self._incoming.drop_all()
             self._redelivery.clear()
-        self._decoder.chunks.restart()
+        if self.opts.consumer_type in _NO_CUMULATIVE_ACK:  # (ordered types: copies come back)
+            self._decoder.chunks.restart()  # another consumer may get what this one held
         req = broker_pb2.ConsumerRequest(redeliver=broker_pb2.RedeliverUnacknowledged())
         await self._stream.write(req)
         await self._give_back_permits(dropped)

@@ -166,8 +166,9 @@ class ChunkAssembler:
 
     def restart(self, forget_completed: bool = False) -> None:
         """Forget the incomplete messages: the broker delivers their chunks
-        again (a reconnect, a redelivery of everything unacknowledged, a
-        seek); after a seek, the completed ones too (read again as asked)."""
+        again (a reconnect, a seek; on Shared and Key_Shared a redelivery of
+        everything unacknowledged, which may go to another consumer); after
+        a seek, the completed ones too (read again as asked)."""
         self._partial.clear()
         if forget_completed:
             self._completed.clear()

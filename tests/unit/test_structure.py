@@ -53,6 +53,6 @@ def test_integration_tests_carry_the_integration_marker():
     ]
     fast = [test for marked, test in rows if marked == "0"]
     slow = [test for marked, test in rows if marked == "1"]
-    assert fast and slow, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.returncode == 0 and fast and slow, out.stdout[-2000:] + out.stderr[-2000:]
     assert all(t.startswith("tests/unit/") for t in fast)
     assert all(t.startswith("tests/integration/") for t in slow)
