@@ -252,9 +252,8 @@ def on_bookies(
         raise
 
 
-def replacing_failed_ledger(cluster: BookieCluster) -> bool:
-    """The broker's writer failed and it is trying to recover the ledger."""
-    return "replacing failed ledger" in (cluster.data_dir / "broker" / "broker.log").read_text()
+def broker_logged(cluster: BookieCluster, text: str) -> bool:
+    return text in (cluster.data_dir / "broker" / "broker.log").read_text()
 
 
 Held = tuple[Producer, int, list, list[bool | Exception]]
@@ -288,7 +287,8 @@ def sends_held(
 
     for data in sent[10:]:
         producer.send_async(data, answered)
-    wait_for(lambda: replacing_failed_ledger(cluster), 30, "the ledger to fail")
+    # The broker's writer failed and it is trying to recover the ledger.
+    wait_for(lambda: broker_logged(cluster, "replacing failed ledger"), 30, "the ledger to fail")
     return producer, port, results, readable
 
 
@@ -337,10 +337,6 @@ def test_sends_that_meet_a_lost_bookie_are_stored_in_a_new_ledger_when_it_is_bac
         cluster.stop_all()
 
 
-def hold_ran_out(cluster: BookieCluster) -> bool:
-    return "adds held for" in (cluster.data_dir / "broker" / "broker.log").read_text()
-
-
 @pytest.mark.parametrize(
     ("ending", "dedup"),
     [("hold", False), ("hold", True), ("unload", False)],
@@ -360,7 +356,7 @@ def test_held_sends_failed_back_to_the_producer_are_resent_until_stored(tmp_path
         with Client(url) as client, Admin(url) as admin:
             held = sends_held(cluster, client, admin, topic, sent, 0)
             if ending == "hold":
-                wait_for(lambda: hold_ran_out(cluster), 30, "the hold to run out")
+                wait_for(lambda: broker_logged(cluster, "adds held for"), 30, "the hold to run out")
             else:
                 admin.namespaces.unload("public/default")
             assert held[2] == []  # resent by the producer, not failed to the application
